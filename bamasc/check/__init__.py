@@ -1,0 +1,66 @@
+"""Semantic checks: resolve declarations into a typed Program, then run each pass over it."""
+
+from __future__ import annotations
+
+from bamasc.check.feasibility import check_caps, check_feasibility
+from bamasc.check.models import read_model
+from bamasc.check.program import Program
+from bamasc.check.prompts import check_prompts
+from bamasc.check.references import check_references
+from bamasc.check.roles import read_role
+from bamasc.check.systems import read_system
+from bamasc.check.topologies import read_topology
+from bamasc.diagnostics import Diagnostic, Note, error, has_errors
+from bamasc.loader import Loaded
+from bamasc.syntax import ast
+
+_READERS = {
+    ast.ModelDecl: ("model", "models", read_model),
+    ast.RoleDecl: ("role", "roles", read_role),
+    ast.TopologyDecl: ("topology", "topologies", read_topology),
+    ast.SystemDecl: ("system", "systems", read_system),
+}
+
+# Passes over a program whose declarations all resolved; each returns diagnostics.
+PASSES = (check_references,)
+# Passes that need a program free of errors (they compute with its values).
+COMPUTING_PASSES = (check_caps, check_feasibility)
+
+
+def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
+    """The typed program and every problem found in it (all of them, not the first)."""
+    diagnostics: list[Diagnostic] = []
+    tables: dict[str, dict] = {"models": {}, "roles": {}, "topologies": {}, "systems": {}}
+    first_spans: dict[tuple[str, str], ast.Declaration] = {}
+    for module in loaded.modules.values():
+        for decl in module.declarations:
+            kind, table, reader = _READERS[type(decl)]
+            previous = first_spans.get((kind, decl.name))
+            if previous is not None:
+                diagnostics.append(
+                    error(
+                        "BAM101",
+                        f"{kind} '{decl.name}' is declared twice",
+                        decl.name_span,
+                        Note("first declared here", previous.name_span),
+                        hint=f"rename one of them; {kind} names are shared across imported files",
+                    )
+                )
+                continue
+            first_spans[(kind, decl.name)] = decl
+            tables[table][decl.name] = reader(decl, diagnostics)
+    diagnostics.extend(check_prompts(loaded.modules))
+    program = Program(
+        models=tables["models"],
+        roles=tables["roles"],
+        topologies=tables["topologies"],
+        systems=tables["systems"],
+        root_files=tuple(loaded.roots),
+        source_sha256=loaded.source_sha256(),
+    )
+    for run in PASSES:
+        diagnostics.extend(run(program))
+    if not has_errors(diagnostics) and not has_errors(loaded.diagnostics):
+        for run in COMPUTING_PASSES:
+            diagnostics.extend(run(program))
+    return program, diagnostics

@@ -1,0 +1,169 @@
+"""Reads typed values out of attribute lists, reporting unknown, duplicate, missing and ill-typed ones."""
+
+from __future__ import annotations
+
+import difflib
+
+from bamasc.diagnostics import Diagnostic, Note, error
+from bamasc.source import Span
+from bamasc.syntax import ast
+
+
+def did_you_mean(name: str, options) -> str | None:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def describe(value: ast.Value) -> str:
+    return {
+        ast.Number: "a number",
+        ast.Money: "a dollar amount",
+        ast.String: "a string",
+        ast.Ident: "a name",
+        ast.ListValue: "a list",
+        ast.Call: "a call",
+        ast.Block: "a block",
+    }[type(value)]
+
+
+class Attributes:
+    """The attributes of one declaration or block, checked against the names it allows."""
+
+    def __init__(self, what: str, items, allowed, diagnostics: list[Diagnostic], span: Span):
+        self.what = what
+        self.span = span
+        self.diagnostics = diagnostics
+        self.items: dict[str, ast.Attr | ast.Block] = {}
+        for item in items:
+            if item.name not in allowed:
+                diagnostics.append(
+                    error(
+                        "BAM106",
+                        f"{what} has no attribute '{item.name}'",
+                        item.name_span,
+                        hint=did_you_mean(item.name, allowed) or f"allowed: {', '.join(allowed)}",
+                    )
+                )
+            elif item.name in self.items:
+                diagnostics.append(
+                    error(
+                        "BAM109",
+                        f"attribute '{item.name}' is given twice in {what}",
+                        item.name_span,
+                        Note("first given here", self.items[item.name].name_span),
+                    )
+                )
+            else:
+                self.items[item.name] = item
+
+    def span_of(self, name: str) -> Span:
+        item = self.items.get(name)
+        if item is None:
+            return self.span
+        return item.value.span if isinstance(item, ast.Attr) else item.span
+
+    def spans(self) -> dict[str, Span]:
+        return {name: self.span_of(name) for name in self.items}
+
+    def missing(self, name: str, example: str) -> None:
+        self.diagnostics.append(
+            error("BAM107", f"{self.what} is missing '{name}'", self.span, hint=f"add `{example}`")
+        )
+
+    def _wrong(self, name: str, value, expected: str) -> None:
+        self.diagnostics.append(
+            error("BAM108", f"'{name}' in {self.what} must be {expected}, not {describe(value)}", value.span)
+        )
+
+    def value(self, name: str, required: str | None = None):
+        """The raw value of `name` (None if absent; if `required`, report it with that example)."""
+        item = self.items.get(name)
+        if item is None:
+            if required:
+                self.missing(name, required)
+            return None
+        if isinstance(item, ast.Block):
+            self._wrong(name, item, "a value")
+            return None
+        return item.value
+
+    def block(self, name: str, required: str | None = None) -> ast.Block | None:
+        item = self.items.get(name)
+        if item is None:
+            if required:
+                self.missing(name, required)
+            return None
+        if not isinstance(item, ast.Block):
+            self.diagnostics.append(
+                error("BAM108", f"'{name}' in {self.what} must be a block `{name} {{ ... }}`", item.value.span)
+            )
+            return None
+        return item
+
+    def string(self, name: str, required: str | None = None) -> str | None:
+        value = self.value(name, required)
+        if value is None:
+            return None
+        if not isinstance(value, ast.String):
+            self._wrong(name, value, "a string")
+            return None
+        return value.value
+
+    def number(self, name: str, required: str | None = None) -> ast.Number | None:
+        value = self.value(name, required)
+        if value is None:
+            return None
+        if not isinstance(value, ast.Number):
+            self._wrong(name, value, "a number")
+            return None
+        return value
+
+    def token_count(self, name: str, required: str | None = None) -> int | None:
+        """A positive integer number of tokens, with no unit."""
+        number = self.number(name, required)
+        if number is None:
+            return None
+        if number.unit:
+            self.diagnostics.append(
+                error("BAM208", f"'{name}' is a token count and takes no unit, not {number.unit}", number.span)
+            )
+            return None
+        if not number.is_integer or number.value < 1:
+            self.diagnostics.append(
+                error("BAM207", f"'{name}' must be a positive whole number of tokens, not {number.text}", number.span)
+            )
+            return None
+        return int(number.value)
+
+    def choice(self, name: str, options, default: str) -> str:
+        value = self.value(name)
+        if value is None:
+            return default
+        if not isinstance(value, ast.Ident):
+            self._wrong(name, value, "one of " + ", ".join(options))
+            return default
+        if value.name not in options:
+            self.diagnostics.append(
+                error(
+                    "BAM110",
+                    f"'{value.name}' is not a valid {name}",
+                    value.span,
+                    hint=(did_you_mean(value.name, options) or "") + f" choose one of: {', '.join(options)}",
+                )
+            )
+            return default
+        return value.name
+
+    def names(self, name: str) -> tuple[tuple[str, Span], ...]:
+        """A list of names `[a, b]` (a single bare name is accepted as a list of one)."""
+        value = self.value(name)
+        if value is None:
+            return ()
+        items = value.items if isinstance(value, ast.ListValue) else (value,)
+        result = []
+        for item in items:
+            if isinstance(item, ast.Ident):
+                result.append((item.name, item.span))
+            else:
+                self._wrong(name, item, "a list of names")
+        return tuple(result)

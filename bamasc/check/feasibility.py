@@ -1,0 +1,93 @@
+"""The static budget check: can each template's cheapest possible binding fit the budget?
+
+No solver: the smallest counts each slot allows, every call on its cheapest
+model, the worst-case call bounds. This is a lower bound on what the compiler
+can find, so a template that fails here is infeasible; one that passes may
+still be infeasible once `require` rows and min_agents are added (the
+compiler says so).
+"""
+
+from __future__ import annotations
+
+from bamasc.check.program import Program, System
+from bamasc.diagnostics import Diagnostic, Note, error, warning
+from bamasc.ir.bounds import cheapest_cost
+from bamasc.ir.unroll import unroll
+
+
+def template_floor(program: Program, system: System, topology_name: str) -> float:
+    """The lower bound on the worst-case cost of any binding of this template in this system."""
+    topology = program.topologies[topology_name]
+    pool = [program.models[name] for name in system.models]
+    calls = unroll(topology, {slot.name: slot.lo for slot in topology.slots}).calls
+    return cheapest_cost(calls, pool, program, system.task_tokens)
+
+
+def check_caps(program: Program) -> list[Diagnostic]:
+    """Every call needs a finite output cap: from its role, or from every model that may run it."""
+    diagnostics = []
+    for system in program.systems.values():
+        uncapped = [program.models[m] for m in system.models if program.models[m].max_output is None]
+        if not uncapped:
+            continue
+        for name in system.topologies:
+            for slot in program.topologies[name].slots:
+                role = program.roles[slot.role]
+                if role.max_output is None:
+                    diagnostics.append(
+                        error(
+                            "BAM107",
+                            f"role '{role.name}' has no max_output, and model '{uncapped[0].name}' of system "
+                            f"'{system.name}' sets none either, so its calls have no output cap",
+                            role.span,
+                            hint="add `max_output = 384` to the role",
+                        )
+                    )
+                    break
+    return _unique(diagnostics)
+
+
+def check_feasibility(program: Program) -> list[Diagnostic]:
+    diagnostics = []
+    for system in program.systems.values():
+        if system.budget is None or not system.topologies:
+            continue
+        floors = {name: template_floor(program, system, name) for name in system.topologies}
+        over = {name: floor for name, floor in floors.items() if floor > system.budget}
+        budget_span = system.spans.get("budget", system.span)
+        if len(over) == len(floors):
+            cheapest = min(floors, key=floors.get)
+            diagnostics.append(
+                error(
+                    "BAM404",
+                    f"no template of system '{system.name}' fits its budget of {system.budget:g} µ$: "
+                    f"the cheapest, '{cheapest}', needs at least {floors[cheapest]:.1f} µ$ per task",
+                    budget_span,
+                    *[Note(f"'{name}' needs at least {floor:.1f} µ$") for name, floor in floors.items()],
+                    hint=f"raise the budget to at least {floors[cheapest]:.1f}, add a cheaper model, or lower output caps",
+                )
+            )
+            continue
+        for name, floor in over.items():
+            index = system.topologies.index(name)
+            diagnostics.append(
+                warning(
+                    "BAM405",
+                    f"template '{name}' needs at least {floor:.1f} µ$ per task, above the budget of "
+                    f"{system.budget:g} µ$ of system '{system.name}'; it will never be chosen",
+                    system.item_spans["topologies"][index],
+                    hint=f"raise the budget to {floor:.1f} or drop '{name}' from this system",
+                )
+            )
+    return diagnostics
+
+
+def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    seen = set()
+    result = []
+    for d in diagnostics:
+        key = (d.code, d.span, d.message)
+        if key not in seen:
+            seen.add(key)
+            result.append(d)
+    return result

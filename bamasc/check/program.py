@@ -1,0 +1,110 @@
+"""The checked program: typed declarations resolved from the AST of every loaded module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bamasc.source import Span
+from bamasc.syntax import ast
+
+PROVIDERS = ("openai", "anthropic", "llamacpp", "fake", "replay")
+PAID_PROVIDERS = ("openai", "anthropic")
+READS = ("text", "answer", "verdict", "plan", "code")
+ANSWER_KINDS = ("number", "code", "boxed", "text")
+SELECTIONS = ("strongest", "cheapest", "policy")
+ON_EXHAUSTED = ("best_so_far", "fail")
+
+# Defaults a system gets when it does not say (documented in docs/language.md).
+DEFAULT_TASK_TOKENS = 500
+DEFAULT_MIN_AGENTS = 1
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    provider: str
+    model_id: str
+    price_input: float  # USD per million input tokens
+    price_output: float  # USD per million output tokens
+    tier: int  # 1 is the strongest
+    base_url: str | None
+    api_key_env: str | None
+    max_output: int | None
+    context: int | None
+    tokenizer: str | None
+    quality: dict[str, float]  # per role name; roles not listed get default_quality
+    default_quality: float
+    span: Span
+    spans: dict[str, Span] = field(default_factory=dict, compare=False)
+
+    def quality_for(self, role: str) -> float:
+        return self.quality.get(role, self.default_quality)
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    prompt: str
+    system: str | None
+    max_output: int | None
+    reads: str
+    span: Span
+    spans: dict[str, Span] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    role: str
+    lo: int
+    hi: int
+    span: Span
+    role_span: Span
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    slots: tuple[Slot, ...]
+    requires: tuple[ast.RequireDecl, ...]
+    flow: tuple[ast.Bind | ast.AnswerStmt, ...]
+    span: Span
+    file: str
+
+    def slot(self, name: str) -> Slot | None:
+        return next((s for s in self.slots if s.name == name), None)
+
+
+@dataclass(frozen=True)
+class Selection:
+    kind: str  # strongest | cheapest | policy
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    models: tuple[str, ...]
+    topologies: tuple[str, ...]
+    budget: float | None  # µ$ per task
+    budgets: tuple[float, ...]  # µ$; budgets to sweep, benchmark and collect at
+    task_tokens: int
+    min_agents: int
+    answer: str
+    select: Selection
+    on_exhausted: str
+    span: Span
+    spans: dict[str, Span] = field(default_factory=dict, compare=False)
+    item_spans: dict[str, tuple[Span, ...]] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Program:
+    """Everything declared across the root file and its imports, by name, in source order."""
+
+    models: dict[str, Model]
+    roles: dict[str, Role]
+    topologies: dict[str, Topology]
+    systems: dict[str, System]
+    root_files: tuple[str, ...]
+    source_sha256: str

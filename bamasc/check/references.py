@@ -1,0 +1,63 @@
+"""Checks that systems name declared models and topologies, and that every slot's role exists."""
+
+from __future__ import annotations
+
+from bamasc.check.attributes import did_you_mean
+from bamasc.check.program import Program
+from bamasc.diagnostics import Diagnostic, Note, error, warning
+
+
+def check_references(program: Program) -> list[Diagnostic]:
+    diagnostics = []
+    for system in program.systems.values():
+        for name, span in zip(system.models, system.item_spans.get("models", ())):
+            if name not in program.models:
+                diagnostics.append(
+                    error("BAM102", f"unknown model '{name}'", span, hint=did_you_mean(name, program.models))
+                )
+        for name, span in zip(system.topologies, system.item_spans.get("topologies", ())):
+            topology = program.topologies.get(name)
+            if topology is None:
+                hint = did_you_mean(name, program.topologies)
+                if name in ("linear", "star", "feedback", "planner"):
+                    hint = f'import it: `import "std/{name}"`'
+                diagnostics.append(error("BAM104", f"unknown topology '{name}'", span, hint=hint))
+                continue
+            for slot in topology.slots:
+                if slot.role not in program.roles:
+                    diagnostics.append(
+                        error(
+                            "BAM103",
+                            f"topology '{name}' needs role '{slot.role}' (slot '{slot.name}'), which is not declared",
+                            span,
+                            Note(f"slot '{slot.name}' is declared here", slot.role_span),
+                            hint=did_you_mean(slot.role, program.roles) or f"declare `role {slot.role} {{ ... }}`",
+                        )
+                    )
+        diagnostics.extend(_tiers_in_requires(program, system))
+    return diagnostics
+
+
+def _tiers_in_requires(program: Program, system) -> list[Diagnostic]:
+    from bamasc.check.linear import NotLinear, linear_row
+
+    tiers = {program.models[m].tier for m in system.models if m in program.models}
+    found = []
+    for name in system.topologies:
+        topology = program.topologies.get(name)
+        for require in topology.requires if topology else ():
+            try:
+                row = linear_row(require)
+            except NotLinear:
+                continue
+            for _, tier, _ in row.terms:
+                if tier is not None and tiers and tier not in tiers:
+                    found.append(
+                        warning(
+                            "BAM406",
+                            f"system '{system.name}' has no tier-{tier} model, so this row of '{name}' counts no seats",
+                            require.span,
+                            Note(f"tiers in the pool: {', '.join(map(str, sorted(tiers)))}"),
+                        )
+                    )
+    return found

@@ -1,0 +1,23 @@
+"""Reads and checks `role` declarations: prompt, system prompt, output cap, what the output is."""
+
+from __future__ import annotations
+
+from bamasc.check.attributes import Attributes
+from bamasc.check.program import READS, Role
+from bamasc.diagnostics import Diagnostic
+from bamasc.syntax import ast
+
+ROLE_ATTRIBUTES = ("prompt", "system", "max_output", "reads")
+
+
+def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
+    attrs = Attributes(f"role '{decl.name}'", decl.attrs, ROLE_ATTRIBUTES, diagnostics, decl.name_span)
+    return Role(
+        name=decl.name,
+        prompt=attrs.string("prompt", 'prompt = "Solve: {{task}}"') or "",
+        system=attrs.string("system"),
+        max_output=attrs.token_count("max_output"),
+        reads=attrs.choice("reads", READS, "text"),
+        span=decl.name_span,
+        spans=attrs.spans(),
+    )

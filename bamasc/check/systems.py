@@ -1,0 +1,122 @@
+"""Reads and checks `system` declarations: pool, templates, budget and run-time choices."""
+
+from __future__ import annotations
+
+from bamasc.check.attributes import Attributes
+from bamasc.check.program import (
+    ANSWER_KINDS,
+    DEFAULT_MIN_AGENTS,
+    DEFAULT_TASK_TOKENS,
+    ON_EXHAUSTED,
+    Selection,
+    System,
+)
+from bamasc.diagnostics import Diagnostic, error
+from bamasc.syntax import ast
+
+SYSTEM_ATTRIBUTES = (
+    "models", "topologies", "budget", "budgets", "task_tokens",
+    "min_agents", "answer", "select", "on_exhausted",
+)
+
+
+def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
+    attrs = Attributes(f"system '{decl.name}'", decl.attrs, SYSTEM_ATTRIBUTES, diagnostics, decl.name_span)
+    models = attrs.names("models")
+    topologies = attrs.names("topologies")
+    if not models:
+        diagnostics.append(
+            error("BAM401", f"system '{decl.name}' has no models", attrs.span_of("models"), hint="add `models = [a, b]`")
+        )
+    if not topologies:
+        diagnostics.append(
+            error(
+                "BAM402",
+                f"system '{decl.name}' has no topologies",
+                attrs.span_of("topologies"),
+                hint="add `topologies = [linear, star]` (import them with `import \"std/linear\"`)",
+            )
+        )
+    budget_value = attrs.value("budget", "budget = 1625")
+    budget = _money("budget", budget_value, diagnostics) if budget_value is not None else None
+    return System(
+        name=decl.name,
+        models=tuple(name for name, _ in models),
+        topologies=tuple(name for name, _ in topologies),
+        budget=budget,
+        budgets=_budgets(attrs, diagnostics),
+        task_tokens=attrs.token_count("task_tokens") or DEFAULT_TASK_TOKENS,
+        min_agents=_min_agents(attrs, diagnostics),
+        answer=attrs.choice("answer", ANSWER_KINDS, "text"),
+        select=_selection(attrs, diagnostics),
+        on_exhausted=attrs.choice("on_exhausted", ON_EXHAUSTED, "best_so_far"),
+        span=decl.name_span,
+        spans=attrs.spans(),
+        item_spans={"models": tuple(s for _, s in models), "topologies": tuple(s for _, s in topologies)},
+    )
+
+
+def _money(name: str, value, diagnostics) -> float | None:
+    """µ$ from `1625`, `1625 µ$` or `$0.001625`; None (and a diagnostic) otherwise."""
+    if isinstance(value, ast.Money):
+        amount = value.micro_usd
+    elif isinstance(value, ast.Number):
+        if value.unit not in (None, "µ$"):
+            diagnostics.append(
+                error(
+                    "BAM208",
+                    f"{name} is an amount of money (µ$, or $ written before the number), not a rate in {value.unit}",
+                    value.span,
+                    hint=f"write `{name} = 1625` (µ$) or `{name} = $0.001625`",
+                )
+            )
+            return None
+        amount = value.value
+    else:
+        diagnostics.append(error("BAM108", f"{name} must be an amount of money", value.span))
+        return None
+    if amount <= 0:
+        diagnostics.append(
+            error("BAM403", f"{name} must be above zero, not {amount:g} µ$", value.span, hint="budgets are µ$ per task")
+        )
+        return None
+    return amount
+
+
+def _budgets(attrs: Attributes, diagnostics) -> tuple[float, ...]:
+    value = attrs.value("budgets")
+    if value is None:
+        return ()
+    if not isinstance(value, ast.ListValue) or not value.items:
+        diagnostics.append(error("BAM108", "budgets must be a list of amounts, such as [500, 1000]", value.span))
+        return ()
+    amounts = (_money("each budget", item, diagnostics) for item in value.items)
+    return tuple(a for a in amounts if a is not None)
+
+
+def _min_agents(attrs: Attributes, diagnostics) -> int:
+    number = attrs.number("min_agents")
+    if number is None:
+        return DEFAULT_MIN_AGENTS
+    if number.unit or not number.is_integer or number.value < 0:
+        diagnostics.append(error("BAM207", f"min_agents must be a whole number of seats, not {number.text}", number.span))
+        return DEFAULT_MIN_AGENTS
+    return int(number.value)
+
+
+def _selection(attrs: Attributes, diagnostics) -> Selection:
+    value = attrs.value("select")
+    if value is None:
+        return Selection("strongest")
+    if isinstance(value, ast.Ident) and value.name in ("strongest", "cheapest"):
+        return Selection(value.name)
+    if isinstance(value, ast.Call) and value.func == "policy" and len(value.args) == 1 and isinstance(value.args[0], ast.String):
+        return Selection("policy", value.args[0].value)
+    diagnostics.append(
+        error(
+            "BAM110",
+            "select must be strongest, cheapest or policy(\"checkpoint.msgpack\")",
+            value.span,
+        )
+    )
+    return Selection("strongest")

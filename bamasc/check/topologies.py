@@ -1,0 +1,212 @@
+"""Reads and checks `topology` declarations: slot ranges, require rows, and the flow."""
+
+from __future__ import annotations
+
+from bamasc.check.attributes import did_you_mean
+from bamasc.check.linear import NotLinear, linear_row
+from bamasc.check.program import Slot, Topology
+from bamasc.diagnostics import Diagnostic, Note, error, warning
+from bamasc.syntax import ast
+
+# Names every flow may read without defining them.
+FLOW_INPUTS = ("task",)
+
+
+def read_topology(decl: ast.TopologyDecl, diagnostics: list[Diagnostic]) -> Topology:
+    slots = _slots(decl, diagnostics)
+    names = {slot.name for slot in slots}
+    for require in decl.requires:
+        _check_require(require, names, diagnostics)
+    flow: tuple = ()
+    if not decl.flows:
+        diagnostics.append(
+            error("BAM308", f"topology '{decl.name}' has no flow", decl.name_span, hint="add `flow { answer ... }`")
+        )
+    else:
+        for extra in decl.flows[1:]:
+            diagnostics.append(error("BAM307", f"topology '{decl.name}' has more than one flow", extra.span))
+        flow = decl.flows[0].statements
+        _check_flow(decl, slots, flow, diagnostics)
+    return Topology(decl.name, slots, decl.requires, flow, decl.name_span, decl.span.file)
+
+
+def _slots(decl: ast.TopologyDecl, diagnostics) -> tuple[Slot, ...]:
+    seen: dict[str, ast.SlotDecl] = {}
+    slots = []
+    for slot in decl.slots:
+        if slot.name in seen:
+            diagnostics.append(
+                error(
+                    "BAM101",
+                    f"slot '{slot.name}' is declared twice in topology '{decl.name}'",
+                    slot.name_span,
+                    Note("first declared here", seen[slot.name].name_span),
+                )
+            )
+            continue
+        seen[slot.name] = slot
+        bounds = []
+        for bound in (slot.lo, slot.hi):
+            if not bound.is_integer or bound.value < 0:
+                diagnostics.append(
+                    error("BAM207", f"slot bounds are whole numbers of instances, not {bound.text}", bound.span)
+                )
+                bounds.append(None)
+            else:
+                bounds.append(int(bound.value))
+        lo, hi = bounds
+        if lo is not None and hi is not None:
+            if lo > hi:
+                diagnostics.append(
+                    error(
+                        "BAM301",
+                        f"slot '{slot.name}' has range [{lo}..{hi}]: the lower bound is above the upper bound",
+                        slot.lo.span.to(slot.hi.span),
+                        hint=f"write [{hi}..{lo}]",
+                    )
+                )
+            elif hi == 0:
+                diagnostics.append(
+                    error(
+                        "BAM302",
+                        f"slot '{slot.name}' has range [{lo}..0]: it can never have an instance",
+                        slot.hi.span,
+                        hint="remove the slot or allow at least one instance",
+                    )
+                )
+        slots.append(Slot(slot.name, slot.role, lo or 0, hi or 0, slot.name_span, slot.role_span))
+    return tuple(slots)
+
+
+def _check_require(require: ast.RequireDecl, slot_names: set[str], diagnostics) -> None:
+    for count in _counts(require.left) + _counts(require.right):
+        if count.slot not in slot_names:
+            diagnostics.append(_unknown_slot(count.slot, count.slot_span, slot_names))
+    try:
+        linear_row(require)
+    except NotLinear as problem:
+        diagnostics.append(
+            error(
+                "BAM303",
+                f"require row is not linear in slot counts: {problem.reason}",
+                problem.node.span,
+                hint="require rows take count(slot), count(slot, tier = k), whole numbers, '+', '-' and constant factors",
+            )
+        )
+
+
+def _counts(node) -> list[ast.Count]:
+    if isinstance(node, ast.Count):
+        return [node]
+    if isinstance(node, ast.BinaryOp):
+        return _counts(node.left) + _counts(node.right)
+    return []
+
+
+def _unknown_slot(name: str, span, slot_names) -> Diagnostic:
+    return error("BAM105", f"unknown slot '{name}'", span, hint=did_you_mean(name, slot_names))
+
+
+# ---------------------------------------------------------------- flow
+
+
+def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
+    slot_by_name = {slot.name: slot for slot in slots}
+    defined: dict[str, str] = {name: "input" for name in FLOW_INPUTS}  # name -> kind of value
+    used_slots: set[str] = set()
+    answers = [s for s in statements if isinstance(s, ast.AnswerStmt)]
+
+    def slot_ref(name: str, span) -> None:
+        if name not in slot_by_name:
+            diagnostics.append(_unknown_slot(name, span, slot_by_name))
+        else:
+            used_slots.add(name)
+
+    def value_ref(ident_name: str, span) -> str | None:
+        if ident_name not in defined:
+            hint = did_you_mean(ident_name, defined)
+            if ident_name in slot_by_name:
+                hint = f"'{ident_name}' is a slot; call it, as in `{ident_name}(task)`"
+            diagnostics.append(
+                error("BAM305", f"'{ident_name}' is not defined in this flow", span, hint=hint)
+            )
+            return None
+        return defined[ident_name]
+
+    def call(node: ast.SlotCall) -> None:
+        slot_ref(node.slot, node.slot_span)
+        for arg in node.args:
+            value_ref(arg.name, arg.span)
+
+    def expression(node) -> str:
+        if isinstance(node, ast.SlotCall):
+            call(node)
+            slot = slot_by_name.get(node.slot)
+            if slot is not None and slot.hi > 1:
+                diagnostics.append(
+                    error(
+                        "BAM307",
+                        f"'{node.slot}(...)' calls one instance, but slot '{node.slot}' may have up to {slot.hi}",
+                        node.span,
+                        hint=f"use `chain {node.slot}(...)` or `parallel {node.slot}(...)`, or give the slot range [1..1]",
+                    )
+                )
+            return "single"
+        if isinstance(node, ast.Ref):
+            return value_ref(node.name, node.span) or "single"
+        if isinstance(node, ast.Chain):
+            call(node.call)
+            return "single"
+        if isinstance(node, ast.Parallel):
+            call(node.call)
+            return "list"
+        if isinstance(node, ast.Vote):
+            kind = value_ref(node.drafts.name, node.drafts.span)
+            if kind is not None and kind != "list":
+                diagnostics.append(
+                    error(
+                        "BAM307",
+                        f"vote needs a list of drafts, and '{node.drafts.name}' is a single output",
+                        node.drafts.span,
+                        hint="vote over the result of `parallel`",
+                    )
+                )
+            return "single"
+        if isinstance(node, ast.Refine):
+            call(node.call)
+            slot_ref(node.critic.name, node.critic.span)
+            return "single"
+        if isinstance(node, ast.Plan):
+            call(node.call)
+            slot_ref(node.executor.name, node.executor.span)
+            if node.critic is not None:
+                slot_ref(node.critic.name, node.critic.span)
+            if not node.max_steps.is_integer or node.max_steps.value < 1:
+                diagnostics.append(
+                    error("BAM207", f"max_steps must be a positive whole number, not {node.max_steps.text}", node.max_steps.span)
+                )
+            return "list"
+        raise AssertionError(node)
+
+    for statement in statements:
+        kind = expression(statement.expr)
+        if isinstance(statement, ast.Bind):
+            if statement.name in defined:
+                diagnostics.append(
+                    error("BAM101", f"'{statement.name}' is defined twice in this flow", statement.name_span)
+                )
+            defined[statement.name] = kind
+
+    if len(answers) != 1:
+        where = answers[1].span if answers else decl.flows[0].span
+        message = "flow has more than one 'answer'" if answers else f"flow of topology '{decl.name}' has no 'answer'"
+        diagnostics.append(error("BAM306", message, where, hint="end the flow with `answer <value>`"))
+    for slot in slots:
+        if slot.name not in used_slots:
+            diagnostics.append(
+                warning(
+                    "BAM304",
+                    f"slot '{slot.name}' is never called by the flow; its seats would cost nothing and do nothing",
+                    slot.span,
+                )
+            )

@@ -1,0 +1,286 @@
+"""Diagnostics: stable codes, severities, spans, and the text/json/sarif/github renderers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from bamasc import __version__
+from bamasc.source import SourceFile, Span
+
+ERROR = "error"
+WARNING = "warning"
+
+# Every code the tool can emit, with a stable kebab-case name and a one-line
+# description; SARIF rules and docs/diagnostics.md are generated from this table.
+CODES: dict[str, tuple[str, str]] = {
+    "BAM001": ("syntax-error", "The source does not follow the grammar."),
+    "BAM002": ("unclosed-block", "A block opened with '{' or '[' is never closed."),
+    "BAM003": ("unterminated-string", "A string literal runs to the end of the line or file."),
+    "BAM004": ("invalid-character", "A character that no token of the language starts with."),
+    "BAM005": ("not-utf8", "The file is not valid UTF-8."),
+    "BAM006": ("file-not-found", "A file given on the command line or imported does not exist or cannot be read."),
+    "BAM007": ("import-cycle", "Files import each other in a cycle."),
+    "BAM008": ("file-too-large", "The file is larger than the linter accepts."),
+    "BAM101": ("duplicate-name", "Two declarations of the same kind share a name."),
+    "BAM102": ("unknown-model", "A name used as a model is not declared."),
+    "BAM103": ("unknown-role", "A name used as a role is not declared."),
+    "BAM104": ("unknown-topology", "A name used as a topology is not declared."),
+    "BAM105": ("unknown-slot", "A name used as a slot is not declared in its topology."),
+    "BAM106": ("unknown-attribute", "An attribute the declaration does not have."),
+    "BAM107": ("missing-attribute", "A required attribute is absent."),
+    "BAM108": ("wrong-type", "An attribute's value has the wrong type."),
+    "BAM109": ("duplicate-attribute", "An attribute is given twice."),
+    "BAM110": ("invalid-choice", "An attribute's value is not one of the allowed names."),
+    "BAM201": ("missing-price", "A model has no input or output price."),
+    "BAM202": ("negative-price", "A price is below zero."),
+    "BAM203": ("zero-price", "A paid provider's model has a price of zero."),
+    "BAM204": ("invalid-tier", "A tier is not a positive integer."),
+    "BAM205": ("literal-secret", "An API key is written into the source instead of env(\"VAR\")."),
+    "BAM206": ("unknown-placeholder", "A prompt placeholder names nothing the role receives."),
+    "BAM207": ("invalid-count", "A token count or count bound is not a positive integer."),
+    "BAM208": ("unit-error", "A value carries a unit that does not fit the attribute."),
+    "BAM209": ("invalid-quality", "A quality weight is not a positive number."),
+    "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
+    "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
+    "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),
+    "BAM304": ("unused-slot", "A slot that the flow never calls."),
+    "BAM305": ("undefined-flow-name", "A flow uses a value that no statement defines."),
+    "BAM306": ("missing-answer", "A flow has no 'answer' statement, or more than one."),
+    "BAM307": ("invalid-flow", "A flow statement misuses a combinator."),
+    "BAM308": ("missing-flow", "A topology has no flow."),
+    "BAM401": ("no-models", "A system has no models."),
+    "BAM402": ("no-topologies", "A system has no topologies."),
+    "BAM403": ("invalid-budget", "A budget is zero or negative."),
+    "BAM404": ("budget-unreachable", "No template of the system fits its budget, even with its cheapest binding."),
+    "BAM405": ("template-over-budget", "One template of the system cannot fit its budget."),
+    "BAM406": ("unknown-tier", "A require row counts seats of a tier no model of the system has."),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Extra context for a diagnostic, optionally pointing at another place."""
+
+    message: str
+    span: Span | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem found in a source file."""
+
+    code: str
+    severity: str
+    message: str
+    span: Span | None
+    notes: tuple[Note, ...] = ()
+    hint: str | None = None
+
+    @property
+    def name(self) -> str:
+        return CODES[self.code][0]
+
+    def sort_key(self) -> tuple:
+        span = self.span
+        return (span.file, span.line, span.col, self.code) if span else ("", 0, 0, self.code)
+
+
+def error(code: str, message: str, span: Span | None, *notes: Note, hint: str | None = None) -> Diagnostic:
+    return Diagnostic(code, ERROR, message, span, notes, hint)
+
+
+def warning(code: str, message: str, span: Span | None, *notes: Note, hint: str | None = None) -> Diagnostic:
+    return Diagnostic(code, WARNING, message, span, notes, hint)
+
+
+def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
+    return any(d.severity == ERROR for d in diagnostics)
+
+
+@dataclass
+class Sources:
+    """The source files diagnostics point into, for printing excerpts."""
+
+    files: dict[str, SourceFile] = field(default_factory=dict)
+
+    def add(self, source: SourceFile) -> None:
+        self.files[source.path] = source
+
+    def line(self, span: Span) -> str:
+        source = self.files.get(span.file)
+        return source.line_text(span.line) if source else ""
+
+
+# ---------------------------------------------------------------- text
+
+
+def render_text(diagnostics: Iterable[Diagnostic], sources: Sources, limit: int | None = None) -> str:
+    """Human-readable diagnostics: location, message, source line with a caret, notes."""
+    items = list(diagnostics)
+    shown = items if limit is None else items[:limit]
+    blocks = [_text_block(d, sources) for d in shown]
+    if len(items) > len(shown):
+        blocks.append(f"... and {len(items) - len(shown)} more")
+    return "\n".join(blocks)
+
+
+def _text_block(diagnostic: Diagnostic, sources: Sources) -> str:
+    where = f"{diagnostic.span}: " if diagnostic.span else ""
+    lines = [f"{where}{diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"]
+    if diagnostic.span:
+        lines.extend(_excerpt(diagnostic.span, sources))
+    for note in diagnostic.notes:
+        lines.append(f"  note: {note.message}" + (f" ({note.span})" if note.span else ""))
+    if diagnostic.hint:
+        lines.append(f"  help: {diagnostic.hint}")
+    return "\n".join(lines)
+
+
+def _excerpt(span: Span, sources: Sources) -> list[str]:
+    text = sources.line(span)
+    if not text and span.col <= 1:
+        return []
+    gutter = str(span.line)
+    width = span.end_col - span.col if span.end_line == span.line else len(text) - span.col + 1
+    # Tabs keep their width in the caret line so the caret sits under the token.
+    prefix = "".join(ch if ch == "\t" else " " for ch in text[: span.col - 1])
+    return [
+        f" {gutter} | {text}",
+        f" {' ' * len(gutter)} | {prefix}{'^' * max(1, width)}",
+    ]
+
+
+# ---------------------------------------------------------------- json
+
+
+def to_dict(diagnostic: Diagnostic) -> dict:
+    span = diagnostic.span
+    return {
+        "code": diagnostic.code,
+        "name": diagnostic.name,
+        "severity": diagnostic.severity,
+        "message": diagnostic.message,
+        "file": span.file if span else None,
+        "line": span.line if span else None,
+        "column": span.col if span else None,
+        "end_line": span.end_line if span else None,
+        "end_column": span.end_col if span else None,
+        "notes": [
+            {"message": n.message, **({"file": n.span.file, "line": n.span.line, "column": n.span.col} if n.span else {})}
+            for n in diagnostic.notes
+        ],
+        "hint": diagnostic.hint,
+    }
+
+
+def render_json(diagnostics: Iterable[Diagnostic], files: Iterable[str]) -> str:
+    items = list(diagnostics)
+    return json.dumps(
+        {
+            "files": list(files),
+            "errors": sum(d.severity == ERROR for d in items),
+            "warnings": sum(d.severity == WARNING for d in items),
+            "diagnostics": [to_dict(d) for d in items],
+        },
+        indent=2,
+    )
+
+
+# ---------------------------------------------------------------- sarif
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def render_sarif(diagnostics: Iterable[Diagnostic], uri_of: Mapping[str, str] | None = None) -> str:
+    """SARIF 2.1.0 with what GitHub code scanning reads: rules, levels, physical locations."""
+    uri_of = uri_of or {}
+    codes = sorted(CODES)
+    rules = [
+        {
+            "id": code,
+            "name": CODES[code][0],
+            "shortDescription": {"text": CODES[code][1]},
+            "helpUri": f"https://github.com/bamasc/bamasc/blob/main/docs/diagnostics.md#{code.lower()}",
+        }
+        for code in codes
+    ]
+    results = []
+    for d in diagnostics:
+        result = {
+            "ruleId": d.code,
+            "ruleIndex": codes.index(d.code),
+            "level": "error" if d.severity == ERROR else "warning",
+            "message": {"text": d.message + ("" if not d.hint else f" Help: {d.hint}")},
+        }
+        if d.span:
+            result["locations"] = [_sarif_location(d.span, uri_of)]
+        if any(n.span for n in d.notes):
+            result["relatedLocations"] = [
+                {**_sarif_location(n.span, uri_of), "id": i, "message": {"text": n.message}}
+                for i, n in enumerate(d.notes)
+                if n.span
+            ]
+        results.append(result)
+    log = {
+        "version": "2.1.0",
+        "$schema": SARIF_SCHEMA,
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "bamasc",
+                        "version": __version__,
+                        "informationUri": "https://github.com/bamasc/bamasc",
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(log, indent=2)
+
+
+def _sarif_location(span: Span, uri_of: Mapping[str, str]) -> dict:
+    return {
+        "physicalLocation": {
+            "artifactLocation": {"uri": uri_of.get(span.file, span.file)},
+            "region": {
+                "startLine": span.line,
+                "startColumn": span.col,
+                "endLine": span.end_line,
+                "endColumn": max(span.end_col, span.col + 1) if span.end_line == span.line else span.end_col,
+            },
+        }
+    }
+
+
+# ---------------------------------------------------------------- github
+
+
+def render_github(diagnostics: Iterable[Diagnostic]) -> str:
+    """GitHub Actions workflow commands, one annotation line per diagnostic."""
+    lines = []
+    for d in diagnostics:
+        properties = [f"title={_escape_property(f'{d.code} {d.name}')}"]
+        if d.span:
+            properties = [
+                f"file={_escape_property(d.span.file)}",
+                f"line={d.span.line}",
+                f"col={d.span.col}",
+                f"endLine={d.span.end_line}",
+                f"endColumn={d.span.end_col}",
+            ] + properties
+        message = d.message + (f"\n{d.hint}" if d.hint else "")
+        lines.append(f"::{d.severity} {','.join(properties)}::{_escape_data(message)}")
+    return "\n".join(lines)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")

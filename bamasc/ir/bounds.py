@@ -1,0 +1,67 @@
+"""Worst-case token and cost bounds of unrolled calls, for a given model per seat."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bamasc.check.program import Model, Program, Role
+from bamasc.ir.tokens import output_cap, template_tokens
+from bamasc.ir.unroll import CallNode
+
+
+@dataclass(frozen=True)
+class CallBound:
+    """A call's worst case: tokens in and out, and their cost in µ$."""
+
+    node: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    input_cost: float
+    output_cost: float
+
+    @property
+    def cost(self) -> float:
+        return self.input_cost + self.output_cost
+
+
+def call_bounds(
+    calls: tuple[CallNode, ...],
+    model_of: dict[tuple[str, int], Model],
+    roles: dict[str, Role],
+    task_tokens: int,
+) -> list[CallBound]:
+    """Bounds per call: prompt text + task + the output caps of every call it reads."""
+    caps: dict[str, int] = {}
+    bounds = []
+    for call in calls:
+        model = model_of[(call.slot, call.instance)]
+        role = roles[call.role]
+        tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
+        tokens_in += sum(caps[source] for source in call.inputs)
+        tokens_out = caps[call.id] = output_cap(role, model)
+        bounds.append(
+            CallBound(
+                call.id,
+                model.name,
+                tokens_in,
+                tokens_out,
+                model.price_input * tokens_in,
+                model.price_output * tokens_out,
+            )
+        )
+    return bounds
+
+
+def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Program, task_tokens: int) -> float:
+    """A lower bound on any binding's cost for these calls: each call on its cheapest model,
+    reading the smallest outputs any model could give its inputs."""
+    smallest: dict[str, int] = {}
+    total = 0.0
+    for call in calls:
+        role = program.roles[call.role]
+        tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
+        tokens_in += sum(smallest[source] for source in call.inputs)
+        smallest[call.id] = min(output_cap(role, m) for m in pool)
+        total += min(m.price_input * tokens_in + m.price_output * output_cap(role, m) for m in pool)
+    return total

@@ -1,0 +1,33 @@
+"""Compile-time token bounds for the fixed text of a role's prompt."""
+
+from __future__ import annotations
+
+import re
+
+from bamasc.check.program import Model, Role
+
+# Chat formats wrap each message in role markers and separators; 8 tokens covers
+# the OpenAI, Anthropic and common GGUF chat templates per message.
+MESSAGE_OVERHEAD_TOKENS = 8
+
+_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
+
+
+def template_tokens(role: Role) -> int:
+    """An upper bound on the tokens of the role's own prompt text, placeholders removed.
+
+    Byte-level BPE and byte-fallback tokenizers emit at most one token per UTF-8
+    byte, so the byte count is a bound for any of them without loading one.
+    """
+    total = len(_PLACEHOLDER.sub("", role.prompt).encode("utf-8")) + MESSAGE_OVERHEAD_TOKENS
+    if role.system:
+        total += len(_PLACEHOLDER.sub("", role.system).encode("utf-8")) + MESSAGE_OVERHEAD_TOKENS
+    return total
+
+
+def output_cap(role: Role, model: Model) -> int:
+    """Tokens a call of `role` on `model` may emit: the smaller of the two caps."""
+    caps = [cap for cap in (role.max_output, model.max_output) if cap is not None]
+    if not caps:
+        raise ValueError(f"neither role '{role.name}' nor model '{model.name}' caps the output")
+    return min(caps)

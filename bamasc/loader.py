@@ -1,0 +1,123 @@
+"""Reads a `.bam` file and everything it imports: sources, modules and file-level diagnostics."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+from bamasc.diagnostics import Diagnostic, Note, error
+from bamasc.source import SourceFile, Span, decode_source
+from bamasc.syntax import ast
+from bamasc.syntax.parser import parse_source
+from bamasc.syntax.resources import STDLIB_PATH
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass
+class Loaded:
+    """Every file reached from the roots, in import order (imports before importers)."""
+
+    roots: list[str] = field(default_factory=list)
+    sources: dict[str, SourceFile] = field(default_factory=dict)
+    modules: dict[str, ast.Module] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    digests: dict[str, str] = field(default_factory=dict)
+
+    def source_sha256(self) -> str:
+        """One hash over every file the program was built from, in a stable order."""
+        digest = hashlib.sha256()
+        for path in sorted(self.digests):
+            digest.update(self.digests[path].encode())
+        return digest.hexdigest()
+
+
+def load(path: str, loaded: Loaded | None = None) -> Loaded:
+    """Load `path` and its imports; problems become diagnostics, never exceptions."""
+    loaded = loaded or Loaded()
+    loaded.roots.append(path)
+    _load_file(path, None, loaded, [])
+    return loaded
+
+
+def resolve_import(spec: str, importer: str) -> str:
+    """`std/NAME` is the shipped stdlib; anything else is relative to the importing file."""
+    if spec.startswith("std/"):
+        name = spec[4:]
+        return str(STDLIB_PATH / (name if name.endswith(".bam") else name + ".bam"))
+    base = os.path.dirname(importer)
+    return os.path.normpath(os.path.join(base, spec))
+
+
+def _key(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tuple[str, ast.Import | None]]) -> None:
+    key = _key(path)
+    chain_keys = [_key(p) for p, _ in chain]
+    if key in chain_keys:
+        start = chain_keys.index(key)
+        cycle = [p for p, _ in chain[start:]] + [path]
+        loaded.diagnostics.append(
+            error(
+                "BAM007",
+                "import cycle: " + " -> ".join(_short(p) for p in cycle),
+                via.span if via else None,
+                *[Note(f"{_short(p)} imported here", imp.span) for p, imp in chain[start + 1 :] if imp],
+                hint="move the shared declarations into a file that both import",
+            )
+        )
+        return
+    if any(_key(p) == key for p in loaded.sources):
+        return
+    data = _read(path, via, loaded)
+    if data is None:
+        return
+    text, bad_offset = decode_source(path, data)
+    source = SourceFile(path, text)
+    loaded.sources[path] = source
+    loaded.digests[path] = hashlib.sha256(data).hexdigest()
+    if bad_offset is not None:
+        line = text.count("\n", 0, bad_offset) + 1
+        col = bad_offset - (text.rfind("\n", 0, bad_offset) + 1) + 1
+        loaded.diagnostics.append(
+            error("BAM005", "file is not valid UTF-8", Span(path, line, col, line, col + 1), hint="save the file as UTF-8")
+        )
+        return
+    module, diagnostics = parse_source(source)
+    loaded.diagnostics.extend(diagnostics)
+    if module is None:
+        return
+    for imp in module.imports:
+        _load_file(resolve_import(imp.path, path), imp, loaded, chain + [(path, via)])
+    # Insert after imports so dependencies come first in `modules`.
+    loaded.modules[path] = module
+
+
+def _read(path: str, via: ast.Import | None, loaded: Loaded) -> bytes | None:
+    where = via.span if via else None
+    what = f"imported file '{via.path}'" if via else f"file '{path}'"
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            loaded.diagnostics.append(
+                error("BAM008", f"{what} is {size} bytes; the limit is {MAX_FILE_BYTES}", where or Span(path, 1, 1, 1, 1))
+            )
+            return None
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        message = f"{what} not found" + (f" (looked for {path})" if via else "")
+    except IsADirectoryError:
+        message = f"{what} is a directory"
+    except OSError as problem:
+        message = f"cannot read {what}: {problem.strerror}"
+    hint = "std/ imports name the shipped templates: linear, star, feedback, planner" if via and via.path.startswith("std/") else None
+    loaded.diagnostics.append(error("BAM006", message, where, hint=hint))
+    return None
+
+
+def _short(path: str) -> str:
+    return os.path.basename(path)

@@ -1,0 +1,50 @@
+"""Source files and spans: where every token, node and diagnostic points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of one source file; lines and columns are 1-based, end exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def to(self, other: Span) -> Span:
+        """The span from the start of this one to the end of `other`."""
+        return Span(self.file, self.line, self.col, other.end_line, other.end_col)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """The text of one `.bam` file, with the name diagnostics should print."""
+
+    path: str
+    text: str
+
+    def line_text(self, line: int) -> str:
+        lines = self.text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+    def end_span(self) -> Span:
+        """A zero-width span at the end of the file (where a missing '}' belongs)."""
+        lines = self.text.splitlines() or [""]
+        if self.text.endswith("\n"):
+            return Span(self.path, len(lines) + 1, 1, len(lines) + 1, 1)
+        return Span(self.path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
+
+
+def decode_source(path: str, data: bytes) -> tuple[str, int | None]:
+    """UTF-8 text of `data`, or the text with replacements and the first bad byte offset."""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return data.decode("utf-8", errors="replace"), error.start

@@ -1,0 +1,279 @@
+"""Frozen AST dataclasses for `.bam` modules; every node carries its span."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bamasc.source import Span
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """A numeric literal, with the unit written after it (`µ$`, `$/Mtok`) if any."""
+
+    value: float
+    text: str
+    unit: str | None
+    span: Span
+
+    @property
+    def is_integer(self) -> bool:
+        return float(self.value).is_integer() and "." not in self.text and "e" not in self.text.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    """A dollar amount written `$0.0016`; `micro_usd` is the value in µ$."""
+
+    dollars: float
+    text: str
+    span: Span
+
+    @property
+    def micro_usd(self) -> float:
+        return self.dollars * 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class String:
+    """A string literal, unescaped (and dedented for triple-quoted strings)."""
+
+    value: str
+    span: Span
+    triple: bool
+    raw: str  # the literal as written, quotes included, for locating text inside it
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ListValue:
+    items: tuple[Value, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """`env("VAR")`, `policy("path")`: a name applied to literal arguments."""
+
+    func: str
+    args: tuple[Value, ...]
+    span: Span
+    func_span: Span
+
+
+Value = Number | Money | String | Ident | ListValue | Call
+
+
+# ---------------------------------------------------------------- attributes
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    """`name = value` inside a model, role, system or nested block."""
+
+    name: str
+    value: Value
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """`name { ... }`: a nested attribute block, such as `price { input = ... }`."""
+
+    name: str
+    attrs: tuple[Attr | Block, ...]
+    span: Span
+    name_span: Span
+
+
+# ---------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    path: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDecl:
+    name: str
+    attrs: tuple[Attr | Block, ...]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class RoleDecl:
+    name: str
+    attrs: tuple[Attr | Block, ...]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class SystemDecl:
+    name: str
+    attrs: tuple[Attr | Block, ...]
+    span: Span
+    name_span: Span
+
+
+# ---------------------------------------------------------------- topologies
+
+
+@dataclass(frozen=True, slots=True)
+class SlotDecl:
+    """`slot executor : Executor [1..5]`."""
+
+    name: str
+    role: str
+    lo: Number
+    hi: Number
+    span: Span
+    name_span: Span
+    role_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: Number
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """`count(slot)` or `count(slot, tier = k)`."""
+
+    slot: str
+    tier: Number | None
+    span: Span
+    slot_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryOp:
+    op: str
+    left: CountExpr
+    right: CountExpr
+    span: Span
+
+
+CountExpr = Const | Count | BinaryOp
+
+
+@dataclass(frozen=True, slots=True)
+class RequireDecl:
+    left: CountExpr
+    op: str
+    right: CountExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class SlotCall:
+    """`executor(task, steps)`: a slot called with named inputs."""
+
+    slot: str
+    args: tuple[Ident, ...]
+    span: Span
+    slot_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    call: SlotCall
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Parallel:
+    call: SlotCall
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    drafts: Ident
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Refine:
+    """`refine executor(task) with critic until approved`."""
+
+    call: SlotCall
+    critic: Ident
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """`plan planner(task) using executor [review critic] max_steps n`."""
+
+    call: SlotCall
+    executor: Ident
+    critic: Ident | None
+    max_steps: Number
+    span: Span
+
+
+FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """`name = expr` inside a flow."""
+
+    name: str
+    expr: FlowExpr
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerStmt:
+    expr: FlowExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class FlowDecl:
+    statements: tuple[Bind | AnswerStmt, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyDecl:
+    name: str
+    slots: tuple[SlotDecl, ...]
+    requires: tuple[RequireDecl, ...]
+    flows: tuple[FlowDecl, ...]
+    span: Span
+    name_span: Span
+
+
+Declaration = ModelDecl | RoleDecl | TopologyDecl | SystemDecl
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """One parsed `.bam` file."""
+
+    path: str
+    imports: tuple[Import, ...]
+    declarations: tuple[Declaration, ...]
