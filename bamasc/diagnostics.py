@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Iterable, Mapping
-
 from bamasc import __version__
+from bamasc.records import record
 from bamasc.source import SourceFile, Span
+
+TYPE_CHECKING = False  # without importing typing, which lint does not otherwise need
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 ERROR = "error"
 WARNING = "warning"
@@ -59,7 +60,7 @@ CODES: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Note:
     """Extra context for a diagnostic, optionally pointing at another place."""
 
@@ -67,7 +68,7 @@ class Note:
     span: Span | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Diagnostic:
     """One problem found in a source file."""
 
@@ -99,11 +100,11 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
     return any(d.severity == ERROR for d in diagnostics)
 
 
-@dataclass
 class Sources:
     """The source files diagnostics point into, for printing excerpts."""
 
-    files: dict[str, SourceFile] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.files: dict[str, SourceFile] = {}
 
     def add(self, source: SourceFile) -> None:
         self.files[source.path] = source
@@ -139,9 +140,10 @@ def _text_block(diagnostic: Diagnostic, sources: Sources) -> str:
 
 
 def _excerpt(span: Span, sources: Sources) -> list[str]:
-    text = sources.line(span)
-    if not text and span.col <= 1:
+    if span.file not in sources.files:
         return []
+    # An empty line still gets its caret: a missing '}' at the end of the file points there.
+    text = sources.line(span)
     gutter = str(span.line)
     width = span.end_col - span.col if span.end_line == span.line else len(text) - span.col + 1
     # Tabs keep their width in the caret line so the caret sits under the token.
@@ -176,6 +178,8 @@ def to_dict(diagnostic: Diagnostic) -> dict:
 
 
 def render_json(diagnostics: Iterable[Diagnostic], files: Iterable[str]) -> str:
+    import json
+
     items = list(diagnostics)
     return json.dumps(
         {
@@ -195,6 +199,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 def render_sarif(diagnostics: Iterable[Diagnostic], uri_of: Mapping[str, str] | None = None) -> str:
     """SARIF 2.1.0 with what GitHub code scanning reads: rules, levels, physical locations."""
+    import json
+
     uri_of = uri_of or {}
     codes = sorted(CODES)
     rules = [

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from bamasc.check import check
 from bamasc.diagnostics import Diagnostic, Sources
 from bamasc.loader import load
 
 
-@dataclass
 class LintResult:
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    sources: Sources = field(default_factory=Sources)
-    files: list[str] = field(default_factory=list)
+    """Every diagnostic of a lint run, and the sources they point into."""
+
+    def __init__(self, files: list[str]):
+        self.files = files
+        self.diagnostics: list[Diagnostic] = []
+        self.sources = Sources()
 
 
 def lint_paths(paths: list[str]) -> LintResult:
     """Each path is checked as its own program (with its imports); shared imports report once."""
-    result = LintResult(files=list(paths))
+    result = LintResult(list(paths))
     seen: set[tuple] = set()
     for path in paths:
         loaded = load(path)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
-from dataclasses import dataclass, field
 
 from bamasc.diagnostics import Diagnostic, Note, error
 from bamasc.source import SourceFile, Span, decode_source
@@ -15,22 +14,15 @@ from bamasc.syntax.resources import STDLIB_PATH
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
-@dataclass
 class Loaded:
     """Every file reached from the roots, in import order (imports before importers)."""
 
-    roots: list[str] = field(default_factory=list)
-    sources: dict[str, SourceFile] = field(default_factory=dict)
-    modules: dict[str, ast.Module] = field(default_factory=dict)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    digests: dict[str, str] = field(default_factory=dict)
-
-    def source_sha256(self) -> str:
-        """One hash over every file the program was built from, in a stable order."""
-        digest = hashlib.sha256()
-        for path in sorted(self.digests):
-            digest.update(self.digests[path].encode())
-        return digest.hexdigest()
+    def __init__(self) -> None:
+        self.roots: list[str] = []
+        self.sources: dict[str, SourceFile] = {}
+        self.modules: dict[str, ast.Module] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.raw: dict[str, bytes] = {}
 
 
 def load(path: str, loaded: Loaded | None = None) -> Loaded:
@@ -45,7 +37,7 @@ def resolve_import(spec: str, importer: str) -> str:
     """`std/NAME` is the shipped stdlib; anything else is relative to the importing file."""
     if spec.startswith("std/"):
         name = spec[4:]
-        return str(STDLIB_PATH / (name if name.endswith(".bam") else name + ".bam"))
+        return os.path.join(STDLIB_PATH, name if name.endswith(".bam") else name + ".bam")
     base = os.path.dirname(importer)
     return os.path.normpath(os.path.join(base, spec))
 
@@ -78,15 +70,17 @@ def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tu
     text, bad_offset = decode_source(path, data)
     source = SourceFile(path, text)
     loaded.sources[path] = source
-    loaded.digests[path] = hashlib.sha256(data).hexdigest()
+    loaded.raw[path] = data
     if bad_offset is not None:
-        line = text.count("\n", 0, bad_offset) + 1
-        col = bad_offset - (text.rfind("\n", 0, bad_offset) + 1) + 1
+        # `bad_offset` counts bytes; lines and columns count characters.
+        before = data[:bad_offset].decode("utf-8")
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
         loaded.diagnostics.append(
             error("BAM005", "file is not valid UTF-8", Span(path, line, col, line, col + 1), hint="save the file as UTF-8")
         )
         return
-    module, diagnostics = parse_source(source)
+    module, diagnostics = _parse(source)
     loaded.diagnostics.extend(diagnostics)
     if module is None:
         return
@@ -96,14 +90,21 @@ def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tu
     loaded.modules[path] = module
 
 
+@functools.lru_cache(maxsize=32)
+def _parse(source: SourceFile):
+    # Files imported by several roots (the stdlib, shared roles) parse once per run.
+    module, diagnostics = parse_source(source)
+    return module, tuple(diagnostics)
+
+
 def _read(path: str, via: ast.Import | None, loaded: Loaded) -> bytes | None:
-    where = via.span if via else None
+    where = via.span if via else Span(path, 1, 1, 1, 1)
     what = f"imported file '{via.path}'" if via else f"file '{path}'"
     try:
         size = os.path.getsize(path)
         if size > MAX_FILE_BYTES:
             loaded.diagnostics.append(
-                error("BAM008", f"{what} is {size} bytes; the limit is {MAX_FILE_BYTES}", where or Span(path, 1, 1, 1, 1))
+                error("BAM008", f"{what} is {size} bytes; the limit is {MAX_FILE_BYTES}", where)
             )
             return None
         with open(path, "rb") as handle:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bamasc.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Span:
     """A region of one source file; lines and columns are 1-based, end exclusive."""
 
@@ -23,7 +23,7 @@ class Span:
         return Span(self.file, self.line, self.col, other.end_line, other.end_col)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceFile:
     """The text of one `.bam` file, with the name diagnostics should print."""
 

@@ -56,11 +56,14 @@ def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
         topologies=tables["topologies"],
         systems=tables["systems"],
         root_files=tuple(loaded.roots),
-        source_sha256=loaded.source_sha256(),
+        source_bytes=dict(loaded.raw),
     )
     for run in PASSES:
         diagnostics.extend(run(program))
-    if not has_errors(diagnostics) and not has_errors(loaded.diagnostics):
-        for run in COMPUTING_PASSES:
-            diagnostics.extend(run(program))
+    # Each computing pass relies on the ones before it having found nothing
+    # (the budget check needs every call capped), so stop at the first error.
+    for run in COMPUTING_PASSES:
+        if has_errors(diagnostics) or has_errors(loaded.diagnostics):
+            break
+        diagnostics.extend(run(program))
     return program, diagnostics

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
-
 from bamasc.diagnostics import Diagnostic, Note, error
 from bamasc.source import Span
 from bamasc.syntax import ast
 
 
 def did_you_mean(name: str, options) -> str | None:
+    import difflib
+
     close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
 
@@ -148,7 +148,7 @@ class Attributes:
                     "BAM110",
                     f"'{value.name}' is not a valid {name}",
                     value.span,
-                    hint=(did_you_mean(value.name, options) or "") + f" choose one of: {', '.join(options)}",
+                    hint=" ".join(filter(None, (did_you_mean(value.name, options), f"choose one of: {', '.join(options)}"))),
                 )
             )
             return default

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bamasc.records import record
 
 from bamasc.syntax import ast
 
 
-@dataclass(frozen=True)
+@record
 class LinearRow:
     """`terms` maps (slot, tier or None) to an integer coefficient; the row reads Σ terms `sense` rhs."""
 

@@ -69,7 +69,7 @@ def _price(model: str, side: str, value, provider: str, diagnostics) -> float:
                 "BAM208",
                 f"the {side} price of model '{model}' is a rate in USD per million tokens, not an amount of money",
                 value.span,
-                hint=f"write `{side} = 0.27` (or `0.27 $/Mtok`)",
+                hint=f"write `{side} = {value.text.lstrip('$')}` (or `{value.text.lstrip('$')} $/Mtok`)",
             )
         )
         return 0.0

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from bamasc.records import record
 
 from bamasc.source import Span
 from bamasc.syntax import ast
+
+NO_SPANS = MappingProxyType({})
 
 PROVIDERS = ("openai", "anthropic", "llamacpp", "fake", "replay")
 PAID_PROVIDERS = ("openai", "anthropic")
@@ -19,7 +23,7 @@ DEFAULT_TASK_TOKENS = 500
 DEFAULT_MIN_AGENTS = 1
 
 
-@dataclass(frozen=True)
+@record
 class Model:
     name: str
     provider: str
@@ -35,13 +39,13 @@ class Model:
     quality: dict[str, float]  # per role name; roles not listed get default_quality
     default_quality: float
     span: Span
-    spans: dict[str, Span] = field(default_factory=dict, compare=False)
+    spans: dict[str, Span] = NO_SPANS
 
     def quality_for(self, role: str) -> float:
         return self.quality.get(role, self.default_quality)
 
 
-@dataclass(frozen=True)
+@record
 class Role:
     name: str
     prompt: str
@@ -49,10 +53,10 @@ class Role:
     max_output: int | None
     reads: str
     span: Span
-    spans: dict[str, Span] = field(default_factory=dict, compare=False)
+    spans: dict[str, Span] = NO_SPANS
 
 
-@dataclass(frozen=True)
+@record
 class Slot:
     name: str
     role: str
@@ -62,7 +66,7 @@ class Slot:
     role_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Topology:
     name: str
     slots: tuple[Slot, ...]
@@ -75,13 +79,13 @@ class Topology:
         return next((s for s in self.slots if s.name == name), None)
 
 
-@dataclass(frozen=True)
+@record
 class Selection:
     kind: str  # strongest | cheapest | policy
     path: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class System:
     name: str
     models: tuple[str, ...]
@@ -94,11 +98,11 @@ class System:
     select: Selection
     on_exhausted: str
     span: Span
-    spans: dict[str, Span] = field(default_factory=dict, compare=False)
-    item_spans: dict[str, tuple[Span, ...]] = field(default_factory=dict, compare=False)
+    spans: dict[str, Span] = NO_SPANS
+    item_spans: dict[str, tuple[Span, ...]] = NO_SPANS
 
 
-@dataclass(frozen=True)
+@record
 class Program:
     """Everything declared across the root file and its imports, by name, in source order."""
 
@@ -107,4 +111,13 @@ class Program:
     topologies: dict[str, Topology]
     systems: dict[str, System]
     root_files: tuple[str, ...]
-    source_sha256: str
+    source_bytes: dict[str, bytes]  # every file the program was built from, as read
+
+    def source_sha256(self) -> str:
+        """One hash over every source file, in a stable order (plans record it)."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for path in sorted(self.source_bytes):
+            digest.update(hashlib.sha256(self.source_bytes[path]).hexdigest().encode())
+        return digest.hexdigest()

@@ -24,11 +24,12 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
     attrs = Attributes(f"system '{decl.name}'", decl.attrs, SYSTEM_ATTRIBUTES, diagnostics, decl.name_span)
     models = attrs.names("models")
     topologies = attrs.names("topologies")
-    if not models:
+    # A list whose items all had the wrong type already has its error.
+    if not models and _lists_nothing(attrs, "models"):
         diagnostics.append(
             error("BAM401", f"system '{decl.name}' has no models", attrs.span_of("models"), hint="add `models = [a, b]`")
         )
-    if not topologies:
+    if not topologies and _lists_nothing(attrs, "topologies"):
         diagnostics.append(
             error(
                 "BAM402",
@@ -54,6 +55,11 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
         spans=attrs.spans(),
         item_spans={"models": tuple(s for _, s in models), "topologies": tuple(s for _, s in topologies)},
     )
+
+
+def _lists_nothing(attrs: Attributes, name: str) -> bool:
+    item = attrs.items.get(name)
+    return item is None or (isinstance(item, ast.Attr) and isinstance(item.value, ast.ListValue) and not item.value.items)
 
 
 def _money(name: str, value, diagnostics) -> float | None:

@@ -79,9 +79,18 @@ def _slots(decl: ast.TopologyDecl, diagnostics) -> tuple[Slot, ...]:
 
 
 def _check_require(require: ast.RequireDecl, slot_names: set[str], diagnostics) -> None:
+    bad_tier = False
     for count in _counts(require.left) + _counts(require.right):
         if count.slot not in slot_names:
             diagnostics.append(_unknown_slot(count.slot, count.slot_span, slot_names))
+        tier = count.tier
+        if tier is not None and (not tier.is_integer or tier.value < 1):
+            diagnostics.append(
+                error("BAM204", f"tier must be a positive whole number (1 is the strongest), not {tier.text}", tier.span)
+            )
+            bad_tier = True
+    if bad_tier:
+        return
     try:
         linear_row(require)
     except NotLinear as problem:
@@ -114,11 +123,13 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
     slot_by_name = {slot.name: slot for slot in slots}
     defined: dict[str, str] = {name: "input" for name in FLOW_INPUTS}  # name -> kind of value
     used_slots: set[str] = set()
+    unknown_slots: list[str] = []
     answers = [s for s in statements if isinstance(s, ast.AnswerStmt)]
 
     def slot_ref(name: str, span) -> None:
         if name not in slot_by_name:
             diagnostics.append(_unknown_slot(name, span, slot_by_name))
+            unknown_slots.append(name)
         else:
             used_slots.add(name)
 
@@ -166,7 +177,7 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
                 diagnostics.append(
                     error(
                         "BAM307",
-                        f"vote needs a list of drafts, and '{node.drafts.name}' is a single output",
+                        f"vote needs a list of drafts, and '{node.drafts.name}' is a single value",
                         node.drafts.span,
                         hint="vote over the result of `parallel`",
                     )
@@ -200,8 +211,10 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
     if len(answers) != 1:
         where = answers[1].span if answers else decl.flows[0].span
         message = "flow has more than one 'answer'" if answers else f"flow of topology '{decl.name}' has no 'answer'"
-        diagnostics.append(error("BAM306", message, where, hint="end the flow with `answer <value>`"))
-    for slot in slots:
+        hint = "keep one 'answer' and bind the other value to a name" if answers else "end the flow with `answer <value>`"
+        diagnostics.append(error("BAM306", message, where, hint=hint))
+    # A misspelt slot in the flow already has its error; the slot it meant is not unused.
+    for slot in slots if not unknown_slots else ():
         if slot.name not in used_slots:
             diagnostics.append(
                 warning(

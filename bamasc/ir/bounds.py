@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bamasc.records import record
 
 from bamasc.check.program import Model, Program, Role
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import CallNode
 
 
-@dataclass(frozen=True)
+@record
 class CallBound:
     """A call's worst case: tokens in and out, and their cost in µ$."""
 

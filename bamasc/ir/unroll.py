@@ -10,13 +10,13 @@ Every call carries the condition under which it runs, or None if it always does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bamasc.records import record
 
 from bamasc.check.program import Topology
 from bamasc.syntax import ast
 
 
-@dataclass(frozen=True)
+@record
 class CallNode:
     """One possible call: which seat makes it, and whose outputs it reads."""
 
@@ -30,7 +30,7 @@ class CallNode:
     combinator: str
 
 
-@dataclass(frozen=True)
+@record
 class FlowValue:
     """What a flow expression yields: outputs of calls (all of them, or one of them)."""
 
@@ -39,7 +39,7 @@ class FlowValue:
     one_of: bool = False  # True: the value is one of `nodes` (a vote, a refined draft)
 
 
-@dataclass(frozen=True)
+@record
 class Unrolled:
     calls: tuple[CallNode, ...]
     answer: FlowValue

@@ -1,15 +1,15 @@
-"""Frozen AST dataclasses for `.bam` modules; every node carries its span."""
+"""Frozen AST records for `.bam` modules; every node carries its span."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bamasc.records import record
 
 from bamasc.source import Span
 
 # ---------------------------------------------------------------- values
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Number:
     """A numeric literal, with the unit written after it (`µ$`, `$/Mtok`) if any."""
 
@@ -23,7 +23,7 @@ class Number:
         return float(self.value).is_integer() and "." not in self.text and "e" not in self.text.lower()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Money:
     """A dollar amount written `$0.0016`; `micro_usd` is the value in µ$."""
 
@@ -36,7 +36,7 @@ class Money:
         return self.dollars * 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class String:
     """A string literal, unescaped (and dedented for triple-quoted strings)."""
 
@@ -46,19 +46,19 @@ class String:
     raw: str  # the literal as written, quotes included, for locating text inside it
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ident:
     name: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListValue:
     items: tuple[Value, ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Call:
     """`env("VAR")`, `policy("path")`: a name applied to literal arguments."""
 
@@ -74,7 +74,7 @@ Value = Number | Money | String | Ident | ListValue | Call
 # ---------------------------------------------------------------- attributes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attr:
     """`name = value` inside a model, role, system or nested block."""
 
@@ -84,7 +84,7 @@ class Attr:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Block:
     """`name { ... }`: a nested attribute block, such as `price { input = ... }`."""
 
@@ -97,13 +97,13 @@ class Block:
 # ---------------------------------------------------------------- declarations
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Import:
     path: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ModelDecl:
     name: str
     attrs: tuple[Attr | Block, ...]
@@ -111,7 +111,7 @@ class ModelDecl:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RoleDecl:
     name: str
     attrs: tuple[Attr | Block, ...]
@@ -119,7 +119,7 @@ class RoleDecl:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SystemDecl:
     name: str
     attrs: tuple[Attr | Block, ...]
@@ -130,7 +130,7 @@ class SystemDecl:
 # ---------------------------------------------------------------- topologies
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SlotDecl:
     """`slot executor : Executor [1..5]`."""
 
@@ -143,13 +143,13 @@ class SlotDecl:
     role_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Const:
     value: Number
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Count:
     """`count(slot)` or `count(slot, tier = k)`."""
 
@@ -159,7 +159,7 @@ class Count:
     slot_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BinaryOp:
     op: str
     left: CountExpr
@@ -170,7 +170,7 @@ class BinaryOp:
 CountExpr = Const | Count | BinaryOp
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RequireDecl:
     left: CountExpr
     op: str
@@ -178,7 +178,7 @@ class RequireDecl:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SlotCall:
     """`executor(task, steps)`: a slot called with named inputs."""
 
@@ -188,31 +188,31 @@ class SlotCall:
     slot_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ref:
     name: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Chain:
     call: SlotCall
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Parallel:
     call: SlotCall
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Vote:
     drafts: Ident
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Refine:
     """`refine executor(task) with critic until approved`."""
 
@@ -221,7 +221,7 @@ class Refine:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Plan:
     """`plan planner(task) using executor [review critic] max_steps n`."""
 
@@ -235,7 +235,7 @@ class Plan:
 FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Bind:
     """`name = expr` inside a flow."""
 
@@ -245,19 +245,19 @@ class Bind:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AnswerStmt:
     expr: FlowExpr
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FlowDecl:
     statements: tuple[Bind | AnswerStmt, ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TopologyDecl:
     name: str
     slots: tuple[SlotDecl, ...]
@@ -270,7 +270,7 @@ class TopologyDecl:
 Declaration = ModelDecl | RoleDecl | TopologyDecl | SystemDecl
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Module:
     """One parsed `.bam` file."""
 

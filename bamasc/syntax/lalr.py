@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from bamasc.syntax.resources import TABLES_PATH, grammar_digest
+from bamasc.syntax.resources import TABLES_PATH, grammar_checksum
 
 END = "$END"
 
@@ -39,14 +39,20 @@ class Token:
 
 
 class Node:
-    """A parse-tree node: rule name, children, and (line, col, end_line, end_col) or None."""
+    """A parse-tree node: rule name, children, and (line, col, end_line, end_col) or None.
 
-    __slots__ = ("data", "children", "meta")
+    `container` is the extent of the text the node stands for in its parent,
+    which is wider than `meta` when a `?rule` such as `"(" sum ")"` collapsed
+    onto it; parents span their children's containers, as Lark's do.
+    """
+
+    __slots__ = ("data", "children", "meta", "container")
 
     def __init__(self, data, children, meta):
         self.data = data
         self.children = children
         self.meta = meta
+        self.container = meta
 
     def __repr__(self) -> str:
         return f"Node({self.data}, {self.children!r})"
@@ -65,13 +71,31 @@ class ParseFailure(Exception):
 
 
 class _Terminal:
-    __slots__ = ("name", "regex", "literal", "is_keyword")
+    """A terminal: a literal string (matched with startswith) or a regular expression."""
+
+    __slots__ = ("name", "pattern", "literal", "is_keyword", "_regex")
 
     def __init__(self, spec):
         self.name = spec["name"]
-        self.regex = re.compile(spec["regex"])
+        self.pattern = spec["regex"]
         self.literal = spec["literal"]
         self.is_keyword = bool(self.literal) and self.literal[-1:].isalnum()
+        self._regex = None
+
+    @property
+    def regex(self):
+        # Compiled on first use: most states never try most terminals.
+        if self._regex is None:
+            self._regex = re.compile(self.pattern)
+        return self._regex
+
+    def match_end(self, text: str, pos: int) -> int:
+        """End offset of a non-empty match at `pos`, or -1."""
+        literal = self.literal
+        if literal is not None:
+            return pos + len(literal) if text.startswith(literal, pos) else -1
+        match = self.regex.match(text, pos)
+        return match.end() if match is not None and match.end() > pos else -1
 
 
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
@@ -113,7 +137,7 @@ class Tables:
             kept = []
             for term in candidates:
                 if term.literal is not None and any(
-                    r.regex.fullmatch(term.literal) for r in regex_terms
+                    r.match_end(term.literal, 0) == len(term.literal) for r in regex_terms
                 ):
                     keywords[term.literal] = term.name
                 else:
@@ -129,8 +153,9 @@ def load_tables() -> Tables:
     """The shipped tables, rebuilt with Lark only when the grammar has changed since."""
     global _TABLES
     if _TABLES is None:
-        data = json.loads(TABLES_PATH.read_text(encoding="utf-8"))
-        if data.get("grammar_sha256") != grammar_digest():
+        with open(TABLES_PATH, encoding="utf-8") as handle:
+            data = json.load(handle)
+        if data.get("grammar_crc32") != grammar_checksum():
             from bamasc.syntax.tables import build_tables
 
             data = build_tables()
@@ -158,11 +183,10 @@ def parse(text: str, tables: Tables | None = None) -> Node:
                 return Token(END, "", pos, line, pos - line_start + 1, line, pos - line_start + 1)
             kept, keywords = tables.lexer_for(state)
             for term in kept:
-                match = term.regex.match(text, pos)
-                if match is None or match.end() == pos:
+                end = term.match_end(text, pos)
+                if end < 0:
                     continue
-                value = match.group()
-                end = match.end()
+                value = text[pos:end]
                 if term.is_keyword and end < length and _WORD_CHAR.match(text, end):
                     continue
                 kind = keywords.get(value, term.name)
@@ -177,14 +201,14 @@ def parse(text: str, tables: Tables | None = None) -> Node:
                     break
                 return token
             else:
-                raise ParseFailure("char", None, _expected(states[state], tables), value_stack, pos)
+                raise ParseFailure("char", None, _expected(state_stack, tables), value_stack, pos)
 
     token = next_token(state_stack[-1])
     while True:
         state = state_stack[-1]
         action = states[state].get(token.type)
         if action is None:
-            raise ParseFailure("token", token, _expected(states[state], tables), value_stack)
+            raise ParseFailure("token", token, _expected(state_stack, tables), value_stack)
         kind, arg = action
         if kind == "s":
             state_stack.append(arg)
@@ -214,7 +238,12 @@ def _build(raw, data, expand1, symbols):
         elif keep:
             children.append(item)
     if expand1 and len(children) == 1:
-        return children[0]
+        child = children[0]
+        if isinstance(child, Node):
+            extent = _meta(raw)
+            if extent is not None:
+                child.container = extent
+        return child
     return Node(data, children, _meta(raw))
 
 
@@ -238,14 +267,43 @@ def _meta(raw):
 def _start(item):
     if isinstance(item, Token):
         return (item.line, item.col)
-    return item.meta[:2] if item.meta else None
+    return item.container[:2] if item.container else None
 
 
 def _end(item):
     if isinstance(item, Token):
         return (item.end_line, item.end_col)
-    return item.meta[2:] if item.meta else None
+    return item.container[2:] if item.container else None
 
 
-def _expected(actions: dict, tables: Tables) -> list[str]:
-    return sorted(name for name in actions if name in tables.terminal_names or name == END)
+def _expected(state_stack: list[int], tables: Tables) -> list[str]:
+    """Terminals that the parse could really continue with from this stack.
+
+    LALR merges states, so a state's table may list terminals that only fit
+    some other context (a ')' after a value inside a model block); replaying
+    the reductions each one triggers weeds those out.
+    """
+    actions = tables.states[state_stack[-1]]
+    return sorted(
+        name
+        for name in actions
+        if (name in tables.terminal_names or name == END) and _viable(state_stack, name, tables)
+    )
+
+
+def _viable(state_stack: list[int], terminal: str, tables: Tables) -> bool:
+    stack = list(state_stack)
+    while True:
+        action = tables.states[stack[-1]].get(terminal)
+        if action is None:
+            return False
+        kind, arg = action
+        if kind == "s":
+            return True
+        origin, size = tables.rules[arg][:2]
+        if size:
+            del stack[-size:]
+        goto = tables.states[stack[-1]][origin][1]
+        if goto == tables.end_state and terminal == END:
+            return True
+        stack.append(goto)

@@ -58,13 +58,12 @@ def _diagnose(source: SourceFile, failure: ParseFailure) -> Diagnostic:
 def _token_elsewhere(source: SourceFile, offset: int) -> Token | None:
     """The token some other parser state would lex at `offset` (it is just misplaced here)."""
     text = source.text
-    if text[offset] == '"':
-        return None
+    # An unterminated string matches no terminal, so it falls through to None.
     for term in load_tables().terminals:
-        match = term.regex.match(text, offset)
-        if match and match.end() > offset:
+        end = term.match_end(text, offset)
+        if end > offset:
             line, col = _line_col(text, offset)
-            value = match.group()
+            value = text[offset:end]
             return Token(term.name, value, offset, line, col, line, col + len(value))
     return None
 

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
+import os
+import zlib
 
-_PACKAGE = Path(__file__).resolve().parent.parent
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _data_dir(name: str) -> Path:
+def _data_dir(name: str) -> str:
     # Installed wheels carry the folder inside the package; a source checkout
     # keeps it at the repository root, beside the package.
-    inside = _PACKAGE / name
-    return inside if inside.is_dir() else _PACKAGE.parent / name
+    inside = os.path.join(_PACKAGE, name)
+    return inside if os.path.isdir(inside) else os.path.join(os.path.dirname(_PACKAGE), name)
 
 
 GRAMMAR_DIR = _data_dir("grammars")
-GRAMMAR_PATH = GRAMMAR_DIR / "bam.lark"
-TABLES_PATH = GRAMMAR_DIR / "bam.tables.json"
+GRAMMAR_PATH = os.path.join(GRAMMAR_DIR, "bam.lark")
+TABLES_PATH = os.path.join(GRAMMAR_DIR, "bam.tables.json")
 STDLIB_PATH = _data_dir("stdlib_topologies")
 
 
-def grammar_digest() -> str:
-    return hashlib.sha256(GRAMMAR_PATH.read_bytes()).hexdigest()
+def grammar_checksum() -> int:
+    """CRC-32 of the grammar file: enough to notice that the cached tables are stale."""
+    with open(GRAMMAR_PATH, "rb") as handle:
+        return zlib.crc32(handle.read())

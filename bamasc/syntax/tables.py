@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-from bamasc.syntax.resources import GRAMMAR_PATH, TABLES_PATH, grammar_digest
+from bamasc.syntax.resources import GRAMMAR_PATH, TABLES_PATH, grammar_checksum
 
 
 def build_lark():
     """The reference Lark parser for the grammar (positions on, contextual lexer)."""
     from lark import Lark
 
+    with open(GRAMMAR_PATH, encoding="utf-8") as handle:
+        grammar = handle.read()
     return Lark(
-        GRAMMAR_PATH.read_text(encoding="utf-8"),
+        grammar,
         parser="lalr",
         lexer="contextual",
         propagate_positions=True,
@@ -57,14 +58,24 @@ def build_tables() -> dict:
                 ],
             }
         )
+    # Lark numbers states in a different order on every run; renumber them in
+    # breadth-first order from the start state so the cached file is stable.
+    start = table.start_states["start"]
+    number = {start: 0}
+    queue = [start]
+    for state in queue:
+        for symbol, (action, arg) in sorted(table.states[state].items()):
+            if action.name == "Shift" and arg not in number:
+                number[arg] = len(number)
+                queue.append(arg)
     states = {}
-    for state, actions in table.states.items():
-        states[str(state)] = {
-            symbol: (["s", arg] if action.name == "Shift" else ["r", rule_index[arg]])
-            for symbol, (action, arg) in sorted(actions.items())
+    for state in queue:
+        states[str(number[state])] = {
+            symbol: (["s", number[arg]] if action.name == "Shift" else ["r", rule_index[arg]])
+            for symbol, (action, arg) in sorted(table.states[state].items())
         }
     return {
-        "grammar_sha256": grammar_digest(),
+        "grammar_crc32": grammar_checksum(),
         "lark_version": lark.__version__,
         "terminals": [
             {
@@ -78,15 +89,16 @@ def build_tables() -> dict:
         "ignore": sorted(parser.ignore_tokens),
         "rules": rules,
         "states": states,
-        "start_state": table.start_states["start"],
-        "end_state": table.end_states["start"],
+        "start_state": number[start],
+        "end_state": number[table.end_states["start"]],
     }
 
 
-def write_tables(path: Path = TABLES_PATH) -> Path:
-    path.write_text(json.dumps(build_tables(), separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
+def write_tables(path: str = TABLES_PATH) -> str:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(build_tables(), separators=(",", ":"), sort_keys=True) + "\n")
     return path
 
 
 if __name__ == "__main__":
-    print(f"wrote {write_tables(Path(sys.argv[1]) if len(sys.argv) > 1 else TABLES_PATH)}")
+    print(f"wrote {write_tables(sys.argv[1] if len(sys.argv) > 1 else TABLES_PATH)}")
