@@ -72,7 +72,57 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-diagnostics", type=int, default=200, metavar="N", help="text format: show at most N (default 200)"
     )
     lint.set_defaults(run=run_lint)
+
+    compile_ = commands.add_parser("compile", help="bind models to every template under the budget and emit a plan")
+    compile_.add_argument("file", metavar="FILE")
+    compile_.add_argument("--system", help="the system to compile (default: every system in the file)")
+    compile_.add_argument("--budget", type=_budget, help="override the budget: µ$ (1625) or dollars ($0.001625)")
+    compile_.add_argument("-o", "--output", metavar="PLAN", help="write the plan JSON here")
+    compile_.add_argument("--format", choices=("text", "json"), default="text")
+    compile_.add_argument("--method", choices=("lexicographic", "weights"), default="lexicographic",
+                          help="tier objective: HiGHS lexicographic (exact at any scale) or the paper's weights")
+    compile_.add_argument("--sweep", type=_sweep, metavar="LO:HI:STEP", help="bind at every budget in this range")
+    compile_.add_argument("--plot", metavar="PNG", help="with --sweep: plot worst-case cost against budget")
+    compile_.set_defaults(run=run_compile)
+
+    explain = commands.add_parser("explain", help="why each seat got its model, and every call's cost bound")
+    explain.add_argument("file", metavar="FILE|PLAN")
+    explain.add_argument("--system")
+    explain.add_argument("--template", help="default: the selected template")
+    explain.add_argument("--budget", type=_budget)
+    explain.set_defaults(run=run_explain)
+
+    graph = commands.add_parser("graph", help="draw a plan's call graph")
+    graph.add_argument("plan", metavar="PLAN")
+    graph.add_argument("--format", choices=("mermaid", "dot", "png"), default="mermaid")
+    graph.add_argument("--system")
+    graph.add_argument("--template", help="default: the selected template")
+    graph.add_argument("-o", "--output", help="file to write (required for png)")
+    graph.set_defaults(run=run_graph)
     return parser
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text[1:]) * 1_000_000 if text.startswith("$") else float(text.removesuffix("µ$").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a budget: {text!r} (write µ$ like 1625, or dollars like $0.001625)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a budget must be above zero, not {text}")
+    return value
+
+
+def _sweep(text: str) -> list[float]:
+    try:
+        lo, hi, step = (float(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a range: {text!r} (write LO:HI:STEP in µ$, e.g. 250:3000:250)") from None
+    if lo <= 0 or step <= 0 or hi < lo:
+        raise argparse.ArgumentTypeError(f"need 0 < LO <= HI and STEP > 0, got {text}")
+    count = int((hi - lo) / step + 1e-9) + 1
+    if count > 1000:
+        raise argparse.ArgumentTypeError(f"{count} budgets is too many for one sweep (at most 1000)")
+    return [lo + i * step for i in range(count)]
 
 
 def run_lint(args) -> int:
@@ -107,6 +157,150 @@ def run_lint(args) -> int:
         if result.diagnostics:
             print(render.render_text(result.diagnostics, result.sources, limit=args.max_diagnostics))
         print(report.summary(len(present)), file=sys.stderr)
+    return report.exit_code
+
+
+def _print_diagnostics(diagnostics, sources) -> None:
+    from bamasc.diagnostics import render_text
+
+    if diagnostics:
+        print(render_text(diagnostics, sources), file=sys.stderr)
+
+
+def _compile(report: Report, path: str, system, budget, method, plan_dir=None):
+    """Compile or report why not; returns the Compiled result or None."""
+    from bamasc.compiler import CompileError, compile_file
+
+    if not os.path.isfile(path):
+        report.usage(f"no such file: {path}")
+        return None
+    try:
+        result = compile_file(path, system, budget, method, plan_dir)
+    except CompileError as problem:
+        report.usage(str(problem))
+        return None
+    report.add(result.diagnostics)
+    _print_diagnostics(result.diagnostics, result.sources)
+    return result
+
+
+def run_compile(args) -> int:
+    report = Report()
+    if args.plot and not args.sweep:
+        report.usage("--plot needs --sweep")
+        return report.exit_code
+    if args.sweep:
+        return _run_sweep(args, report)
+    plan_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
+    result = _compile(report, args.file, args.system, args.budget, args.method, plan_dir)
+    if result is None or result.plan is None:
+        return report.exit_code
+    from bamasc.plan.render import compile_table
+    from bamasc.plan.schema import dumps
+
+    text = dumps(result.plan)
+    if args.output:
+        from bamasc.plan.load import load_plan
+
+        temporary = args.output + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, args.output)
+        load_plan(args.output)  # self-check: the written plan reloads and its bounds re-verify
+    if args.format == "json":
+        print(text, end="")
+    else:
+        print(compile_table(result.plan))
+        if args.output:
+            print(f"plan written to {args.output} (bounds re-verified)")
+    return report.exit_code
+
+
+def _run_sweep(args, report: Report) -> int:
+    from bamasc.plan.sweep import plot_sweep, sweep, sweep_table
+
+    rows = []
+    for budget in args.sweep:
+        result = _compile(report, args.file, args.system, budget, args.method)
+        if result is None:
+            return report.exit_code
+        if result.program is None:
+            return report.exit_code
+        rows.append((budget, result.bindings))
+        report.errors = 0  # an unreachable budget is a row of the sweep, not a failure
+    data = sweep(rows)
+    print(sweep_table(data))
+    if args.plot:
+        plot_sweep(data, args.plot)
+        print(f"plot written to {args.plot}")
+    return report.exit_code
+
+
+def _load_plan_or_report(report: Report, path: str):
+    from bamasc.plan.load import PlanVerificationError, StalePlanError, load_plan
+    from bamasc.plan.schema import PlanFormatError
+
+    if not os.path.isfile(path):
+        report.usage(f"no such file: {path}")
+        return None
+    try:
+        return load_plan(path)
+    except (PlanFormatError, StalePlanError, PlanVerificationError) as problem:
+        print(f"bamasc: error: {problem}", file=sys.stderr)
+        report.errors += 1
+        return None
+
+
+def run_explain(args) -> int:
+    from bamasc.optimize.explain import explain_text
+
+    report = Report()
+    if args.file.endswith(".json"):
+        loaded = _load_plan_or_report(report, args.file)
+        if loaded is None:
+            return report.exit_code
+        plan, program = loaded
+    else:
+        result = _compile(report, args.file, args.system, args.budget, "lexicographic")
+        if result is None or result.plan is None:
+            return report.exit_code
+        plan, program = result.plan, result.program
+    try:
+        system = plan.system(args.system)
+        print(explain_text(plan, system, program, args.template))
+    except KeyError as problem:
+        report.usage(f"unknown system or template: {problem}")
+    return report.exit_code
+
+
+def run_graph(args) -> int:
+    from bamasc.plan import render
+
+    report = Report()
+    loaded = _load_plan_or_report(report, args.plan)
+    if loaded is None:
+        return report.exit_code
+    plan, _ = loaded
+    try:
+        template = render.pick_template(plan.system(args.system), args.template)
+    except KeyError as problem:
+        report.usage(f"unknown system or template: {problem}")
+        return report.exit_code
+    if args.format == "png":
+        if not args.output:
+            report.usage("--format png needs -o FILE.png")
+            return report.exit_code
+        from bamasc.plan.draw import draw_png
+
+        draw_png(template, args.output)
+        print(f"graph written to {args.output}")
+        return report.exit_code
+    text = render.mermaid(template) if args.format == "mermaid" else render.dot(template)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        print(text, end="")
     return report.exit_code
 
 

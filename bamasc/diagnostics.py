@@ -57,6 +57,9 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM404": ("budget-unreachable", "No template of the system fits its budget, even with its cheapest binding."),
     "BAM405": ("template-over-budget", "One template of the system cannot fit its budget."),
     "BAM406": ("unknown-tier", "A require row counts seats of a tier no model of the system has."),
+    "BAM501": ("template-infeasible", "The compiler found no binding of a template within the budget."),
+    "BAM502": ("system-infeasible", "No template of a system has a binding within the budget."),
+    "BAM503": ("template-too-large", "A template allows too many slot-count combinations to bind exactly."),
 }
 
 
@@ -105,13 +108,22 @@ class Sources:
 
     def __init__(self) -> None:
         self.files: dict[str, SourceFile] = {}
+        self._lines: dict[str, list[str]] = {}
 
     def add(self, source: SourceFile) -> None:
         self.files[source.path] = source
+        self._lines.pop(source.path, None)
 
     def line(self, span: Span) -> str:
         source = self.files.get(span.file)
-        return source.line_text(span.line) if source else ""
+        if source is None:
+            return ""
+        # Lines end at '\n' alone, as the lexer counts them; str.splitlines would
+        # also break at '\f', '\x1c' or '\u2028' and show the wrong line.
+        lines = self._lines.get(span.file)
+        if lines is None:
+            lines = self._lines[span.file] = source.text.split("\n")
+        return lines[span.line - 1].rstrip("\r") if 0 < span.line <= len(lines) else ""
 
 
 # ---------------------------------------------------------------- text

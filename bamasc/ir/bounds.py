@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from bamasc.records import record
-
 from bamasc.check.program import Model, Program, Role
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import CallNode
+from bamasc.records import record
 
 
 @record

@@ -10,9 +10,8 @@ Every call carries the condition under which it runs, or None if it always does.
 
 from __future__ import annotations
 
-from bamasc.records import record
-
 from bamasc.check.program import Topology
+from bamasc.records import record
 from bamasc.syntax import ast
 
 

@@ -1,0 +1,127 @@
+"""`bamasc compile` as a library call: check, bind every template under the budget, build the plan."""
+
+from __future__ import annotations
+
+import os
+
+from bamasc.check import check
+from bamasc.diagnostics import Diagnostic, Note, Sources, error, has_errors, warning
+from bamasc.loader import load
+
+
+class CompileError(Exception):
+    """A request the compiler cannot act on (unknown system, no systems); a usage error."""
+
+
+class Compiled:
+    """What a compile produced: the plan (None on errors), the bindings and the diagnostics."""
+
+    def __init__(self) -> None:
+        self.program = None
+        self.plan = None
+        self.bindings: dict[str, list] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.sources = Sources()
+
+
+def check_file(path: str):
+    """Load and check `path`: (program or None, diagnostics, sources)."""
+    loaded = load(path)
+    diagnostics = list(loaded.diagnostics)
+    program = None
+    if loaded.modules:
+        program, found = check(loaded)
+        diagnostics.extend(found)
+    sources = Sources()
+    for source in loaded.sources.values():
+        sources.add(source)
+    return (None if has_errors(diagnostics) else program), diagnostics, sources
+
+
+def compile_file(
+    path: str,
+    system: str | None = None,
+    budget: float | None = None,
+    method: str = "lexicographic",
+    plan_dir: str | None = None,
+) -> Compiled:
+    """Bind every template of the chosen system(s); `budget` (µ$) overrides the declared one."""
+    from bamasc.optimize.bind import BindingError, bind_template
+    from bamasc.plan.build import build_plan
+
+    result = Compiled()
+    program, result.diagnostics, result.sources = check_file(path)
+    if program is None:
+        return result
+    result.program = program
+    names = _systems(program, system)
+    for name in names:
+        declared = program.systems[name]
+        limit = budget if budget is not None else declared.budget
+        if limit is None or limit <= 0:
+            raise CompileError(f"system '{name}' has no budget; give one in the file or with --budget")
+        found = []
+        for template in declared.topologies:
+            try:
+                found.append(bind_template(program, declared, template, limit, method))
+            except BindingError as problem:
+                result.diagnostics.append(error("BAM503", str(problem), program.topologies[template].span))
+        result.bindings[name] = found
+        result.diagnostics.extend(_feasibility(declared, found, limit))
+    if has_errors(result.diagnostics):
+        return result
+    result.plan = build_plan(program, result.bindings, plan_dir or os.getcwd())
+    return result
+
+
+def _systems(program, system: str | None) -> list[str]:
+    if not program.systems:
+        raise CompileError("the file declares no system to compile")
+    if system is None:
+        return list(program.systems)
+    if system not in program.systems:
+        raise CompileError(f"no system '{system}'; the file declares: {', '.join(program.systems)}")
+    return [system]
+
+
+def _feasibility(system, found, budget: float) -> list[Diagnostic]:
+    diagnostics = []
+    span = system.spans.get("budget", system.span)
+    for binding in found:
+        if binding.feasible:
+            continue
+        index = system.topologies.index(binding.template)
+        where = system.item_spans["topologies"][index]
+        if binding.cheapest_cost is None:
+            diagnostics.append(
+                warning(
+                    "BAM501",
+                    f"template '{binding.template}' has no binding at any budget: "
+                    f"its rules conflict ({', '.join(binding.binding_rows) or 'count ranges, require rows, min_agents'})",
+                    where,
+                )
+            )
+            continue
+        rows = ", ".join(binding.binding_rows) or "budget"
+        diagnostics.append(
+            warning(
+                "BAM501",
+                f"template '{binding.template}' cannot fit the budget of {budget:g} µ$: its cheapest binding "
+                f"costs {binding.cheapest_cost:.1f} µ$ (binding rows: {rows})",
+                where,
+                hint=f"it becomes feasible from a budget of {binding.cheapest_cost:.1f} µ$",
+            )
+        )
+    if found and not any(b.feasible for b in found):
+        cheapest = [b.cheapest_cost for b in found if b.cheapest_cost is not None]
+        diagnostics.append(
+            error(
+                "BAM502",
+                f"no template of system '{system.name}' has a binding within {budget:g} µ$",
+                span,
+                *[Note(f"'{b.template}': cheapest {b.cheapest_cost:.1f} µ$" if b.cheapest_cost is not None
+                       else f"'{b.template}': rules conflict") for b in found],
+                hint=f"the smallest workable budget is {min(cheapest):.1f} µ$" if cheapest else None,
+            )
+        )
+    return diagnostics

@@ -1,0 +1,131 @@
+"""Explains a binding: each call's bound split into input and output, why each seat has its model,
+and which rules are tight."""
+
+from __future__ import annotations
+
+from bamasc.check.linear import linear_row
+from bamasc.ir.bounds import call_bounds
+from bamasc.ir.unroll import unroll
+from bamasc.plan.render import _table, pick_template
+from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
+
+
+def _strength(model, role: str) -> tuple:
+    return (model.tier, -model.quality_for(role))
+
+
+def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> list[dict]:
+    """For every seat and every other pool model: the bound with that one seat changed, and what breaks."""
+    topology = program.topologies[template.name]
+    calls = unroll(topology, template.counts).calls
+    pool = [program.models[name] for name in program.systems[system.name].models]
+    chosen = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
+    rows = [linear_row(r) for r in topology.requires]
+    findings = []
+    for seat in template.binding:
+        role = topology.slot(seat.slot).role
+        current = program.models[seat.model]
+        for model in pool:
+            if model.name == seat.model:
+                continue
+            trial = dict(chosen)
+            trial[(seat.slot, seat.instance)] = model
+            bound = sum(b.cost for b in call_bounds(calls, trial, program.roles, system.task_tokens))
+            broken = [i for i, row in enumerate(rows) if not _holds(row, trial)]
+            findings.append(
+                {
+                    "seat": f"{seat.slot}[{seat.instance}]",
+                    "model": seat.model,
+                    "alternative": model.name,
+                    "stronger": _strength(model, role) < _strength(current, role),
+                    "delta": bound - template.worst_case_cost,
+                    "bound": bound,
+                    "over_budget": bound > system.budget * (1 + 1e-9),
+                    "broken_rows": broken,
+                    "tier": model.tier,
+                }
+            )
+    return findings
+
+
+def _holds(row, model_of) -> bool:
+    total = 0
+    for slot, tier, coef in row.terms:
+        total += coef * sum(1 for (s, _), m in model_of.items() if s == slot and (tier is None or m.tier == tier))
+    return {"<=": total <= row.rhs, ">=": total >= row.rhs, "==": total == row.rhs}[row.sense]
+
+
+def _reason(finding: dict) -> str:
+    change = f"{finding['delta']:+.1f} µ$ -> {finding['bound']:.1f} µ$"
+    if finding["broken_rows"]:
+        rows = ", ".join(f"require #{i + 1}" for i in finding["broken_rows"])
+        return f"{finding['alternative']}: {change}; breaks {rows}"
+    if finding["stronger"]:
+        if finding["over_budget"]:
+            return f"stronger {finding['alternative']}: {change}, over the budget"
+        return f"stronger {finding['alternative']}: {change}, fits alone, but the instance order or another seat's model would have to give way"
+    return f"weaker {finding['alternative']} (tier {finding['tier']}): {change}; the objective prefers stronger seats"
+
+
+def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]:
+    topology = program.topologies[template.name]
+    declared = program.systems[system.name]
+    notes = [f"budget: {template.worst_case_cost:.1f} of {system.budget:g} µ$ (slack {system.budget - template.worst_case_cost:.1f})"]
+    for slot in topology.slots:
+        count = template.counts.get(slot.name, 0)
+        if count == slot.hi:
+            notes.append(f"slot {slot.name}: {count} instances, at its upper bound")
+        elif count == slot.lo:
+            notes.append(f"slot {slot.name}: {count} instances, at its lower bound")
+    seats = len(template.binding)
+    if seats == declared.min_agents:
+        notes.append(f"min_agents: {seats} seats, exactly the minimum")
+    chosen = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
+    for i, require in enumerate(topology.requires):
+        row = linear_row(require)
+        total = sum(
+            coef * sum(1 for (s, _), m in chosen.items() if s == slot and (tier is None or m.tier == tier))
+            for slot, tier, coef in row.terms
+        )
+        state = "tight" if total == row.rhs else "slack"
+        notes.append(f"require #{i + 1} ({require.span}): {state}")
+    return notes
+
+
+def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | None) -> str:
+    template = pick_template(system, template_name)
+    if not template.feasible:
+        rows = ", ".join(template.binding_rows) or "budget"
+        needs = f"{template.cheapest_cost:.1f} µ$" if template.cheapest_cost is not None else "no budget (rules conflict)"
+        return f"template {template.name} has no binding within {system.budget:g} µ$: needs {needs}; binding rows: {rows}"
+    prices = plan.prices
+    call_rows = []
+    for node in template.nodes:
+        price = prices[node.model]
+        call_rows.append(
+            [
+                node.id,
+                f"{node.role}@{node.model}",
+                f"{node.input_tokens} x {price['input']:g} = {node.input_cost:.1f}",
+                f"{node.output_tokens} x {price['output']:g} = {node.output_cost:.1f}",
+                f"{node.cost:.1f}",
+                node.condition or "always",
+            ]
+        )
+    lines = [
+        f"system {system.name}, template {template.name}: worst case {template.worst_case_cost:.1f} µ$ "
+        f"of a {system.budget:g} µ$ budget",
+        "",
+        "Calls (tokens x USD/Mtok = µ$):",
+        _table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),
+        "",
+        "Seats (what each alternative model would do to the bound):",
+    ]
+    by_seat: dict[str, list[str]] = {}
+    for finding in seat_alternatives(program, system, template):
+        by_seat.setdefault(f"{finding['seat']} = {finding['model']}", []).append(_reason(finding))
+    for seat, reasons in by_seat.items():
+        lines.append(f"  {seat}")
+        lines.extend(f"    {reason}" for reason in reasons)
+    lines += ["", "Rules:"] + [f"  {note}" for note in tight_rows(program, system, template)]
+    return "\n".join(lines)

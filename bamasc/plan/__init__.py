@@ -1,0 +1,1 @@
+"""Plans: versioned records of every template's binding and proven bound, as JSON."""

@@ -1,0 +1,115 @@
+"""Builds a Plan from the bindings of every template of every system."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from bamasc import __version__
+from bamasc.check.program import Program
+from bamasc.optimize.bind import TemplateBinding, select_template
+from bamasc.plan.schema import (
+    SCHEMA_VERSION,
+    Plan,
+    PlanNode,
+    PlanSeat,
+    SystemPlan,
+    TemplatePlan,
+)
+from bamasc.syntax.resources import STDLIB_PATH
+
+
+def source_label(path: str, plan_dir: str) -> str:
+    """How a plan names a source: `std/NAME.bam` for the stdlib, else relative to the plan."""
+    real = os.path.realpath(path)
+    stdlib = os.path.realpath(STDLIB_PATH)
+    if os.path.dirname(real) == stdlib:
+        return "std/" + os.path.basename(real)
+    return os.path.relpath(real, os.path.realpath(plan_dir)).replace(os.sep, "/")
+
+
+def build_plan(program: Program, bindings: dict[str, list[TemplateBinding]], plan_dir: str) -> Plan:
+    """`plan_dir` is where the plan will be written: source paths are recorded relative to it."""
+    sources = tuple(
+        {"path": source_label(path, plan_dir), "sha256": hashlib.sha256(data).hexdigest()}
+        for path, data in program.source_bytes.items()
+    )
+    used = sorted({name for system in bindings for name in program.systems[system].models})
+    prices = {
+        name: {
+            "provider": program.models[name].provider,
+            "name": program.models[name].model_id,
+            "input": program.models[name].price_input,
+            "output": program.models[name].price_output,
+            "tier": program.models[name].tier,
+            "max_output": program.models[name].max_output,
+        }
+        for name in used
+    }
+    systems = tuple(_system_plan(program, name, found) for name, found in bindings.items())
+    root = source_label(program.root_files[0], plan_dir)
+    return Plan(SCHEMA_VERSION, __version__, program.source_sha256(), root, sources, prices, systems)
+
+
+def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> SystemPlan:
+    system = program.systems[name]
+    rule = system.select.kind
+    selected = select_template(found, "strongest" if rule == "policy" else rule)
+    return SystemPlan(
+        name=name,
+        budget=found[0].budget if found else system.budget,
+        task_tokens=system.task_tokens,
+        min_agents=system.min_agents,
+        answer=system.answer,
+        on_exhausted=system.on_exhausted,
+        selection={
+            "rule": rule,
+            # A policy picks per task at run time; until then the strongest feasible template is the default.
+            "selected": selected.template if selected else None,
+            "policy": system.select.path,
+        },
+        templates=tuple(template_plan(b) for b in found),
+    )
+
+
+def template_plan(binding: TemplateBinding) -> TemplatePlan:
+    nodes = ()
+    answer_nodes = ()
+    if binding.feasible:
+        bounds = {b.node: b for b in binding.bounds}
+        nodes = tuple(
+            PlanNode(
+                id=call.id,
+                slot=call.slot,
+                instance=call.instance,
+                role=call.role,
+                model=bounds[call.id].model,
+                inputs=call.inputs,
+                reads_task=call.reads_task,
+                condition=call.condition,
+                combinator=call.combinator,
+                input_tokens=bounds[call.id].input_tokens,
+                output_tokens=bounds[call.id].output_tokens,
+                input_cost=bounds[call.id].input_cost,
+                output_cost=bounds[call.id].output_cost,
+                cost=bounds[call.id].cost,
+            )
+            for call in binding.unrolled.calls
+        )
+        answer_nodes = binding.unrolled.answer.nodes
+    return TemplatePlan(
+        name=binding.template,
+        feasible=binding.feasible,
+        worst_case_cost=binding.worst_case_cost if binding.feasible else None,
+        objective={
+            "tiers": list(binding.tiers),
+            "tier_seats": list(binding.tier_seats),
+            "quality": binding.quality,
+        },
+        counts=dict(binding.counts),
+        binding=tuple(PlanSeat(s.slot, s.instance, s.model) for s in binding.seats),
+        nodes=nodes,
+        answer_nodes=answer_nodes,
+        cheapest_cost=binding.cheapest_cost,
+        binding_rows=binding.binding_rows,
+    )
