@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from bamasc.check import check
@@ -74,6 +75,11 @@ def compile_file(
     return result
 
 
+def _up(amount: float) -> str:
+    """µ$ rounded up to 0.1: a budget of this much does fit."""
+    return f"{math.ceil(amount * 10 - 1e-9) / 10:.1f}"
+
+
 def _systems(program, system: str | None) -> list[str]:
     if not program.systems:
         raise CompileError("the file declares no system to compile")
@@ -107,9 +113,9 @@ def _feasibility(system, found, budget: float) -> list[Diagnostic]:
             warning(
                 "BAM501",
                 f"template '{binding.template}' cannot fit the budget of {budget:g} µ$: its cheapest binding "
-                f"costs {binding.cheapest_cost:.1f} µ$ (binding rows: {rows})",
+                f"costs {_up(binding.cheapest_cost)} µ$ (binding rows: {rows})",
                 where,
-                hint=f"it becomes feasible from a budget of {binding.cheapest_cost:.1f} µ$",
+                hint=f"it becomes feasible from a budget of {_up(binding.cheapest_cost)} µ$",
             )
         )
     if found and not any(b.feasible for b in found):
@@ -119,9 +125,9 @@ def _feasibility(system, found, budget: float) -> list[Diagnostic]:
                 "BAM502",
                 f"no template of system '{system.name}' has a binding within {budget:g} µ$",
                 span,
-                *[Note(f"'{b.template}': cheapest {b.cheapest_cost:.1f} µ$" if b.cheapest_cost is not None
+                *[Note(f"'{b.template}': cheapest {_up(b.cheapest_cost)} µ$" if b.cheapest_cost is not None
                        else f"'{b.template}': rules conflict") for b in found],
-                hint=f"the smallest workable budget is {min(cheapest):.1f} µ$" if cheapest else None,
+                hint=f"the smallest workable budget is {_up(min(cheapest))} µ$" if cheapest else None,
             )
         )
     return diagnostics

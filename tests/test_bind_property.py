@@ -1,0 +1,145 @@
+"""Template binding against brute force on random small systems (hypothesis)."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bamasc.check import check
+from bamasc.loader import load
+from bamasc.ir.bounds import call_bounds
+from bamasc.ir.graph import call_graph, verified_cost
+from bamasc.ir.unroll import unroll
+from bamasc.optimize.bind import _has_idle_seat, _seat_problem, bind_template
+from bamasc.check.linear import linear_row
+from bamasc.optimize.ilp import RequireRow
+
+FLOWS = {
+    # name: (slots with their roles, flow text)
+    "parallel": ([("a", "R1")], "d = parallel a(task)\n answer vote(d)"),
+    "chain": ([("a", "R1")], "answer chain a(task)"),
+    "refine": ([("a", "R1"), ("c", "R2")], "answer refine a(task) with c until approved"),
+    "two": ([("a", "R1"), ("b", "R2")], "x = chain a(task)\n y = parallel b(task, x)\n answer vote(y)"),
+    "plan": ([("p", "R2"), ("a", "R1"), ("c", "R2")], "s = plan p(task) using a review c max_steps 2\n answer s"),
+}
+
+
+@st.composite
+def systems(draw):
+    n_models = draw(st.integers(2, 4))
+    tiers = [draw(st.integers(1, 3)) for _ in range(n_models)]
+    models = []
+    for i, tier in enumerate(tiers):
+        price_in = draw(st.sampled_from([0.05, 0.1, 0.27, 0.5, 1.0, 2.5]))
+        price_out = draw(st.sampled_from([0.2, 0.4, 1.1, 2.0, 8.0]))
+        cap = draw(st.sampled_from(["", "max_output = 100", "max_output = 300"]))
+        quality = draw(st.sampled_from(["", "quality = 0.8", "quality = 1.3"]))
+        models.append(
+            f"model m{i} {{ provider = fake name = \"m{i}\" tier = {tier} {cap} {quality}\n"
+            f"  price {{ input = {price_in} output = {price_out} }} }}"
+        )
+    flow = draw(st.sampled_from(sorted(FLOWS)))
+    slots, flow_text = FLOWS[flow]
+    slot_lines = []
+    for name, role in slots:
+        lo = draw(st.integers(0 if name == "c" else 1, 2))
+        hi = draw(st.integers(max(lo, 1), 3))
+        if name == "p":
+            lo = hi = 1
+        slot_lines.append(f"slot {name} : {role} [{lo}..{hi}]")
+    require = ""
+    if draw(st.booleans()) and len(slots) > 1:
+        require = f"require count({slots[-1][0]}) <= count({slots[0][0]})"
+    if draw(st.booleans()):
+        require += f"\n require count({slots[0][0]}, tier = 1) >= {draw(st.integers(0, 1))}"
+    caps = [draw(st.sampled_from([64, 200, 400])) for _ in range(2)]
+    budget = draw(st.integers(50, 4000))
+    min_agents = draw(st.integers(0, 4))
+    return (
+        "\n".join(models)
+        + f'\nrole R1 {{ max_output = {caps[0]} prompt = "Do {{{{task}}}} {{{{previous?}}}}" }}'
+        + f'\nrole R2 {{ max_output = {caps[1]} prompt = "Check {{{{task}}}} {{{{solution?}}}}" }}'
+        + "\ntopology t {\n " + "\n ".join(slot_lines) + f"\n {require}\n flow {{\n {flow_text}\n }}\n}}"
+        + f"\nsystem s {{ models = [{', '.join(f'm{i}' for i in range(n_models))}] topologies = [t]"
+        + f" budget = {budget} task_tokens = {draw(st.integers(10, 300))} min_agents = {min_agents} }}\n"
+    )
+
+
+def brute_force(program, system, name):
+    """Every count vector, every ordered model choice per instance, exact bounds: the best key."""
+    topology = program.topologies[name]
+    pool = [program.models[m] for m in system.models]
+    tiers = sorted({m.tier for m in pool})
+    slot_index = {slot.name: i for i, slot in enumerate(topology.slots)}
+    rows = tuple(
+        RequireRow(tuple((slot_index[s], t, c) for s, t, c in r.terms), r.sense, r.rhs)
+        for r in (linear_row(req) for req in topology.requires)
+    )
+    feasible = []
+    for vector in itertools.product(*[range(s.lo, s.hi + 1) for s in topology.slots]):
+        counts = dict(zip(slot_index, vector))
+        unrolled = unroll(topology, counts)
+        if _has_idle_seat(unrolled, counts):
+            continue
+        problem = _seat_problem(program, system, topology, pool, counts, unrolled, rows, system.budget)
+        per_slot = []
+        for s, slot in enumerate(topology.slots):
+            order = problem.strength_order(s)
+            # instance k never stronger than instance k-1: non-decreasing positions in the order
+            per_slot.append(list(itertools.combinations_with_replacement(order, counts[slot.name])))
+        for choice in itertools.product(*per_slot):
+            model_of = {}
+            seats = []
+            for slot, models in zip(topology.slots, choice):
+                for k, m in enumerate(models):
+                    model_of[(slot.name, k)] = pool[m]
+                    seats.append((slot_index[slot.name], m))
+            if len(seats) < system.min_agents:
+                continue
+            if not all(_row_holds(row, seats, pool) for row in rows):
+                continue
+            cost = sum(b.cost for b in call_bounds(unrolled.calls, model_of, program.roles, system.task_tokens))
+            if cost > system.budget * (1 + 1e-9):
+                continue
+            tier_seats = tuple(sum(pool[m].tier == t for _, m in seats) for t in tiers)
+            quality = sum(pool[m].quality_for(topology.slots[s].role) for s, m in seats)
+            feasible.append((tier_seats, round(quality, 9), cost))
+    return feasible
+
+
+def _row_holds(row, seats, pool) -> bool:
+    total = sum(coef * sum(1 for s, m in seats if s == slot and (tier is None or pool[m].tier == tier)) for slot, tier, coef in row.terms)
+    return {"<=": total <= row.rhs, ">=": total >= row.rhs, "==": total == row.rhs}[row.sense]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(source=systems())
+def test_binding_matches_brute_force(tmp_path, source):
+    path = tmp_path / "random.bam"
+    path.write_text(source, encoding="utf-8")
+    program, diagnostics = check(load(str(path)))
+    # The lint-time floor may already call the budget unreachable; the binder must agree.
+    assert [d.code for d in diagnostics if d.severity == "error"] in ([], ["BAM404"]), [d.message for d in diagnostics]
+    system = program.systems["s"]
+    found = bind_template(program, system, "t")
+    candidates = brute_force(program, system, "t")
+    assert found.feasible == bool(candidates)
+    if not candidates:
+        # The infeasible report names the smallest workable budget; it must lie above this one.
+        assert found.cheapest_cost is None or found.cheapest_cost > system.budget
+        return
+    best = max(candidates, key=lambda c: (c[0], c[1]))
+    assert (found.tier_seats, round(found.quality, 9)) == (best[0], best[1])
+    # Lexicographic: no feasible binding has more seats of a stronger tier.
+    assert all(c[0] <= found.tier_seats for c in candidates)
+    assert found.worst_case_cost <= system.budget * (1 + 1e-9)
+    graph = call_graph(found.unrolled.calls, found.bounds)
+    assert nx.is_directed_acyclic_graph(graph)
+    total = verified_cost(graph, program.roles, program.models, system.task_tokens)
+    assert abs(total - found.worst_case_cost) < 1e-6
+    # Both tier objectives agree wherever the paper's weights are exact.
+    weighted = bind_template(program, system, "t", method="weights")
+    assert (weighted.tier_seats, round(weighted.quality, 9)) == (found.tier_seats, round(found.quality, 9))
