@@ -43,7 +43,10 @@ def resolve_import(spec: str, importer: str) -> str:
 
 
 def _key(path: str) -> str:
-    return os.path.realpath(path)
+    try:
+        return os.path.realpath(path)
+    except ValueError:  # a NUL in the name; _read reports it
+        return path
 
 
 def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tuple[str, ast.Import | None]]) -> None:
@@ -108,13 +111,20 @@ def _read(path: str, via: ast.Import | None, loaded: Loaded) -> bytes | None:
             )
             return None
         with open(path, "rb") as handle:
-            return handle.read()
+            # One byte past the limit: a pipe or device (`import "/dev/zero"`) has no size to check first.
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            loaded.diagnostics.append(error("BAM008", f"{what} is larger than the limit of {MAX_FILE_BYTES} bytes", where))
+            return None
+        return data
     except FileNotFoundError:
         message = f"{what} not found" + (f" (looked for {path})" if via else "")
     except IsADirectoryError:
         message = f"{what} is a directory"
     except OSError as problem:
         message = f"cannot read {what}: {problem.strerror}"
+    except ValueError:  # os functions refuse names with a NUL character
+        message = f"{what} is not a valid file name"
     hint = "std/ imports name the shipped templates: linear, star, feedback, planner" if via and via.path.startswith("std/") else None
     loaded.diagnostics.append(error("BAM006", message, where, hint=hint))
     return None

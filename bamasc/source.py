@@ -30,17 +30,6 @@ class SourceFile:
     path: str
     text: str
 
-    def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
-
-    def end_span(self) -> Span:
-        """A zero-width span at the end of the file (where a missing '}' belongs)."""
-        lines = self.text.splitlines() or [""]
-        if self.text.endswith("\n"):
-            return Span(self.path, len(lines) + 1, 1, len(lines) + 1, 1)
-        return Span(self.path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
-
 
 def decode_source(path: str, data: bytes) -> tuple[str, int | None]:
     """UTF-8 text of `data`, or the text with replacements and the first bad byte offset."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from bamasc.records import record
-
 from bamasc.source import Span
 from bamasc.syntax import ast
 

@@ -17,12 +17,13 @@ BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "ste
 
 
 def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
-    known = set(BUILTIN_PLACEHOLDERS) | _flow_inputs(modules)
+    passed = _flow_inputs(modules)
     diagnostics = []
     for module in modules.values():
         for decl in module.declarations:
             if not isinstance(decl, ast.RoleDecl):
                 continue
+            known = set(BUILTIN_PLACEHOLDERS) | passed.get(decl.name, set())
             for attr in decl.attrs:
                 if isinstance(attr, ast.Attr) and attr.name in ("prompt", "system") and isinstance(attr.value, ast.String):
                     diagnostics.extend(_check_string(decl.name, attr.value, known))
@@ -34,20 +35,31 @@ def placeholders(text: str) -> list[tuple[str, bool]]:
     return [(m.group(1).rstrip("?"), m.group(1).endswith("?")) for m in PLACEHOLDER.finditer(text)]
 
 
-def _flow_inputs(modules) -> set[str]:
-    names = set()
+def _flow_inputs(modules) -> dict[str, set[str]]:
+    """Role name -> the input names some flow passes to a call of that role.
+
+    A combinator hands its call's inputs to every slot it involves: the critic
+    of a `refine`, the executor and critic of a `plan`.
+    """
+    by_role: dict[str, set[str]] = {}
     for module in modules.values():
         for decl in module.declarations:
-            if isinstance(decl, ast.TopologyDecl):
-                for flow in decl.flows:
-                    for statement in flow.statements:
-                        names.update(_call_args(statement.expr))
-    return names
-
-
-def _call_args(expr) -> set[str]:
-    call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
-    return {arg.name for arg in call.args} if call is not None else set()
+            if not isinstance(decl, ast.TopologyDecl):
+                continue
+            role_of = {slot.name: slot.role for slot in decl.slots}
+            for flow in decl.flows:
+                for statement in flow.statements:
+                    expr = statement.expr
+                    call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
+                    if call is None:
+                        continue
+                    slots = [call.slot] + [
+                        ident.name for ident in (getattr(expr, "critic", None), getattr(expr, "executor", None)) if ident
+                    ]
+                    for slot in slots:
+                        if slot in role_of:
+                            by_role.setdefault(role_of[slot], set()).update(arg.name for arg in call.args)
+    return by_role
 
 
 def _check_string(role: str, string: ast.String, known: set[str]) -> list[Diagnostic]:

@@ -9,6 +9,20 @@ from bamasc.diagnostics import Diagnostic, Note, error, warning
 
 def check_references(program: Program) -> list[Diagnostic]:
     diagnostics = []
+    # Like a topology's roles, a model's per-role quality names roles that the
+    # file using the model supplies, so they are resolved for the systems only.
+    pooled = {name for system in program.systems.values() for name in system.models}
+    for model in (program.models[name] for name in sorted(pooled) if name in program.models):
+        for role in model.quality:
+            if role not in program.roles:
+                diagnostics.append(
+                    error(
+                        "BAM103",
+                        f"model '{model.name}' gives a quality for role '{role}', which is not declared",
+                        model.spans.get("quality", model.span),
+                        hint=did_you_mean(role, program.roles),
+                    )
+                )
     for system in program.systems.values():
         for name, span in zip(system.models, system.item_spans.get("models", ())):
             if name not in program.models:
@@ -43,20 +57,25 @@ def _tiers_in_requires(program: Program, system) -> list[Diagnostic]:
 
     tiers = {program.models[m].tier for m in system.models if m in program.models}
     found = []
-    for name in system.topologies:
+    # Reported where the system names the template: the pool is what lacks the tier,
+    # and the template may be a stdlib file the user does not edit.
+    for name, span in zip(system.topologies, system.item_spans.get("topologies", ())):
         topology = program.topologies.get(name)
+        reported = set()
         for require in topology.requires if topology else ():
             try:
                 row = linear_row(require)
             except NotLinear:
                 continue
             for _, tier, _ in row.terms:
-                if tier is not None and tiers and tier not in tiers:
+                if tier is not None and tiers and tier not in tiers and tier not in reported:
+                    reported.add(tier)
                     found.append(
                         warning(
                             "BAM406",
-                            f"system '{system.name}' has no tier-{tier} model, so this row of '{name}' counts no seats",
-                            require.span,
+                            f"system '{system.name}' has no tier-{tier} model, so a require row of '{name}' counts no seats",
+                            span,
+                            Note("the row is here", require.span),
                             Note(f"tiers in the pool: {', '.join(map(str, sorted(tiers)))}"),
                         )
                     )

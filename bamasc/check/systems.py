@@ -73,7 +73,7 @@ def _money(name: str, value, diagnostics) -> float | None:
                     "BAM208",
                     f"{name} is an amount of money (µ$, or $ written before the number), not a rate in {value.unit}",
                     value.span,
-                    hint=f"write `{name} = 1625` (µ$) or `{name} = $0.001625`",
+                    hint=f"write `{value.text}` (µ$) or `${value.value / 1_000_000:g}`",
                 )
             )
             return None
@@ -116,8 +116,11 @@ def _selection(attrs: Attributes, diagnostics) -> Selection:
         return Selection("strongest")
     if isinstance(value, ast.Ident) and value.name in ("strongest", "cheapest"):
         return Selection(value.name)
-    if isinstance(value, ast.Call) and value.func == "policy" and len(value.args) == 1 and isinstance(value.args[0], ast.String):
-        return Selection("policy", value.args[0].value)
+    if isinstance(value, ast.Call) and value.func == "policy":
+        if len(value.args) == 1 and isinstance(value.args[0], ast.String):
+            return Selection("policy", value.args[0].value)
+        diagnostics.append(error("BAM108", 'policy takes one string: the checkpoint path, as in policy("p.msgpack")', value.span))
+        return Selection("strongest")
     diagnostics.append(
         error(
             "BAM110",

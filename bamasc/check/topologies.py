@@ -10,6 +10,9 @@ from bamasc.syntax import ast
 
 # Names every flow may read without defining them.
 FLOW_INPUTS = ("task",)
+# Upper limits that keep every unrolled call graph small enough to bound and to bind.
+MAX_INSTANCES = 64
+MAX_STEPS = 64
 
 
 def read_topology(decl: ast.TopologyDecl, diagnostics: list[Diagnostic]) -> Topology:
@@ -50,6 +53,11 @@ def _slots(decl: ast.TopologyDecl, diagnostics) -> tuple[Slot, ...]:
             if not bound.is_integer or bound.value < 0:
                 diagnostics.append(
                     error("BAM207", f"slot bounds are whole numbers of instances, not {bound.text}", bound.span)
+                )
+                bounds.append(None)
+            elif bound.value > MAX_INSTANCES:
+                diagnostics.append(
+                    error("BAM207", f"a slot may have at most {MAX_INSTANCES} instances, not {bound.text}", bound.span)
                 )
                 bounds.append(None)
             else:
@@ -186,15 +194,28 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
         if isinstance(node, ast.Refine):
             call(node.call)
             slot_ref(node.critic.name, node.critic.span)
+            if node.critic.name == node.call.slot:
+                diagnostics.append(
+                    error(
+                        "BAM307",
+                        f"slot '{node.critic.name}' cannot audit its own drafts",
+                        node.critic.span,
+                        hint="declare a separate critic slot, e.g. `slot critic : Critic [1..2]`",
+                    )
+                )
             return "single"
         if isinstance(node, ast.Plan):
             call(node.call)
             slot_ref(node.executor.name, node.executor.span)
             if node.critic is not None:
                 slot_ref(node.critic.name, node.critic.span)
-            if not node.max_steps.is_integer or node.max_steps.value < 1:
+            if not node.max_steps.is_integer or not 1 <= node.max_steps.value <= MAX_STEPS:
                 diagnostics.append(
-                    error("BAM207", f"max_steps must be a positive whole number, not {node.max_steps.text}", node.max_steps.span)
+                    error(
+                        "BAM207",
+                        f"max_steps must be a whole number from 1 to {MAX_STEPS}, not {node.max_steps.text}",
+                        node.max_steps.span,
+                    )
                 )
             return "list"
         raise AssertionError(node)

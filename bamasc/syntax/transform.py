@@ -63,7 +63,7 @@ class Transformer:
     # ------------------------------------------------------------ declarations
 
     def import_decl(self, node, children):
-        return [ast.Import(self.visit(c).value, self.visit(c).span) for c in children]
+        return [ast.Import(unescape(path.children[0].value[1:-1]), self.span(path)) for path in children]
 
     def _attributed(self, cls, node, children):
         name, *attrs = children
