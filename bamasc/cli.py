@@ -51,7 +51,31 @@ class Report:
         return f"{plural(files, 'file')} checked: {plural(self.errors, 'error')}, {plural(self.warnings, 'warning')}"
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter with the width found without importing shutil.
+
+    argparse builds a formatter for every add_argument call, and the default one
+    imports shutil (and with it bz2 and lzma) just to read the terminal width:
+    several milliseconds of a start-up that `bamasc lint` keeps small.
+    """
+
+    def __init__(self, prog: str) -> None:
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit():
+            width = int(columns)
+        else:
+            try:
+                width = os.get_terminal_size(sys.__stdout__.fileno()).columns
+            except (OSError, ValueError, AttributeError):
+                width = 80
+        super().__init__(prog, width=max(40, width - 2))
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # argparse's own usage errors keep exit code 2
         self.print_usage(sys.stderr)
         print(f"bamasc: error: {message}", file=sys.stderr)
@@ -61,7 +85,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bamasc", description="Compiler for budget-aware multi-agent LLM systems.")
     parser.add_argument("--version", action="version", version=f"bamasc {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # An explicit prog spares argparse a help formatter (and its shutil import) at start-up.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, prog="bamasc")
     commands.required = True
 
     lint = commands.add_parser("lint", help="check .bam files without compiling them (fast; for CI and pre-commit)")

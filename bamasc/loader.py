@@ -37,7 +37,11 @@ def resolve_import(spec: str, importer: str) -> str:
     """`std/NAME` is the shipped stdlib; anything else is relative to the importing file."""
     if spec.startswith("std/"):
         name = spec[4:]
-        return os.path.join(STDLIB_PATH, name if name.endswith(".bam") else name + ".bam")
+        path = os.path.join(STDLIB_PATH, name if name.endswith(".bam") else name + ".bam")
+        # Named from the working directory when it lies below it, as a user would
+        # name it on the command line (and so parsed once when both happen).
+        relative = os.path.relpath(path)
+        return path if relative.startswith("..") else relative
     base = os.path.dirname(importer)
     return os.path.normpath(os.path.join(base, spec))
 

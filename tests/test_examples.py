@@ -35,7 +35,7 @@ def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
     )
     (wheel,) = wheels.glob("bamasc-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("bamasc/grammars/bam.lark", "bamasc/grammars/bam.tables.json", "bamasc/stdlib_topologies/planner.bam"):
+    for needed in ("bamasc/grammars/bam.lark", "bamasc/syntax/_tables.py", "bamasc/stdlib_topologies/planner.bam"):
         assert needed in names
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], check=True)

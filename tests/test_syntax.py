@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 
 import pytest
@@ -12,7 +11,7 @@ from bamasc.source import SourceFile
 from bamasc.syntax import ast
 from bamasc.syntax.lalr import Node, Token, parse
 from bamasc.syntax.parser import parse_source
-from bamasc.syntax.resources import TABLES_PATH
+from bamasc.syntax._tables import TABLES
 from bamasc.syntax.tables import build_lark, build_tables
 from bamasc.syntax.transform import Transformer, dedent_block
 from tests.conftest import EXAMPLES, STDLIB
@@ -76,8 +75,7 @@ def test_table_parser_builds_the_same_ast_as_lark(lark_parser, name, text):
 
 
 def test_shipped_tables_match_the_grammar():
-    with open(TABLES_PATH, encoding="utf-8") as handle:
-        shipped = json.load(handle)
+    shipped = dict(TABLES)
     fresh = build_tables()
     fresh.pop("lark_version")
     shipped.pop("lark_version")

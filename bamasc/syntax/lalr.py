@@ -12,10 +12,9 @@ underscore, so `modelx` is never read as `model x`.
 
 from __future__ import annotations
 
-import json
 import re
 
-from bamasc.syntax.resources import TABLES_PATH, grammar_checksum
+from bamasc.syntax.resources import grammar_checksum
 
 END = "$END"
 
@@ -119,10 +118,14 @@ class Tables:
             )
             for r in data["rules"]
         ]
-        self.states = {int(k): v for k, v in data["states"].items()}
+        self.states = data["states"]
         self.start_state = data["start_state"]
         self.end_state = data["end_state"]
         self._lexers: dict[int, tuple] = {}
+        # One alternation of every terminal in Lark's order finds most tokens in
+        # a single match; the per-state candidate loop is the fallback.
+        self.master = re.compile("|".join(f"(?P<{t.name}>{t.pattern})" for t in self.terminals))
+        self.keywords = {t.literal: t.name for t in self.terminals if t.is_keyword}
 
     def lexer_for(self, state: int):
         """Terminals to try in `state`, in Lark's order, and keywords to re-type names into."""
@@ -153,8 +156,10 @@ def load_tables() -> Tables:
     """The shipped tables, rebuilt with Lark only when the grammar has changed since."""
     global _TABLES
     if _TABLES is None:
-        with open(TABLES_PATH, encoding="utf-8") as handle:
-            data = json.load(handle)
+        try:
+            from bamasc.syntax._tables import TABLES as data
+        except ImportError:
+            data = {}
         if data.get("grammar_crc32") != grammar_checksum():
             from bamasc.syntax.tables import build_tables
 
@@ -169,6 +174,8 @@ def parse(text: str, tables: Tables | None = None) -> Node:
     states = tables.states
     rules = tables.rules
     ignore = tables.ignore
+    master = tables.master
+    keywords = tables.keywords
     state_stack = [tables.start_state]
     value_stack: list = []
     pos = 0
@@ -181,27 +188,42 @@ def parse(text: str, tables: Tables | None = None) -> Node:
         while True:
             if pos >= length:
                 return Token(END, "", pos, line, pos - line_start + 1, line, pos - line_start + 1)
-            kept, keywords = tables.lexer_for(state)
-            for term in kept:
-                end = term.match_end(text, pos)
-                if end < 0:
-                    continue
+            accepts = states[state]
+            match = master.match(text, pos)
+            kind = None
+            if match is not None and match.end() > pos:
+                kind = match.lastgroup
+                end = match.end()
+                value = match.group()
+                keyword = keywords.get(value)
+                if keyword is not None and keyword in accepts:
+                    kind = keyword
+                elif kind not in accepts and kind not in ignore:
+                    kind = None
+            if kind is None:
+                kind, end = lex_in_state(state)
                 value = text[pos:end]
-                if term.is_keyword and end < length and _WORD_CHAR.match(text, end):
-                    continue
-                kind = keywords.get(value, term.name)
-                newlines = value.count("\n")
-                start_line, start_col = line, pos - line_start + 1
-                if newlines:
-                    line += newlines
-                    line_start = pos + value.rindex("\n") + 1
-                token = Token(kind, value, pos, start_line, start_col, line, end - line_start + 1)
-                pos = end
-                if kind in ignore:
-                    break
-                return token
-            else:
-                raise ParseFailure("char", None, _expected(state_stack, tables), value_stack, pos)
+            start, start_line, start_col = pos, line, pos - line_start + 1
+            newlines = value.count("\n")
+            if newlines:
+                line += newlines
+                line_start = pos + value.rindex("\n") + 1
+            pos = end
+            if kind not in ignore:
+                return Token(kind, value, start, start_line, start_col, line, end - line_start + 1)
+
+    def lex_in_state(state):
+        """The first terminal `state` accepts that matches at `pos`, in Lark's order."""
+        kept, state_keywords = tables.lexer_for(state)
+        for term in kept:
+            end = term.match_end(text, pos)
+            if end < 0:
+                continue
+            value = text[pos:end]
+            if term.is_keyword and end < length and _WORD_CHAR.match(text, end):
+                continue
+            return state_keywords.get(value, term.name), end
+        raise ParseFailure("char", None, _expected(state_stack, tables), value_stack, pos)
 
     token = next_token(state_stack[-1])
     while True:

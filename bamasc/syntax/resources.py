@@ -1,4 +1,4 @@
-"""Locations of the grammar, its cached parse tables and the stdlib (package data)."""
+"""Locations of the grammar and the stdlib (package data)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ def _data_dir(name: str) -> str:
 
 GRAMMAR_DIR = _data_dir("grammars")
 GRAMMAR_PATH = os.path.join(GRAMMAR_DIR, "bam.lark")
-TABLES_PATH = os.path.join(GRAMMAR_DIR, "bam.tables.json")
 STDLIB_PATH = _data_dir("stdlib_topologies")
 
 
