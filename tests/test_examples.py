@@ -37,6 +37,11 @@ def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("bamasc/grammars/bam.lark", "bamasc/syntax/_tables.py", "bamasc/stdlib_topologies/planner.bam"):
         assert needed in names
+    # Every subpackage of the checkout ships (pyproject lists them by hand).
+    for folder, _, files in os.walk(os.path.join(ROOT, "bamasc")):
+        if "__init__.py" in files:
+            package = os.path.relpath(folder, ROOT).replace(os.sep, "/")
+            assert f"{package}/__init__.py" in names, f"{package} is missing from the wheel"
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"

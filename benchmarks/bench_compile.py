@@ -1,0 +1,66 @@
+"""Cold `bamasc compile examples/gsm8k.bam` wall time, beside `python -c pass` and `bamasc lint`.
+
+    python benchmarks/bench_compile.py [--runs 15]
+
+Each run is a new process: imports (highspy, networkx), parsing, checking and
+every ILP solve of the four templates. Also prints how many ILP solves and
+cuts one compile needs, measured in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def wall_time(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    script = os.path.join(os.path.dirname(sys.executable), "bamasc")
+    entry = [script] if os.path.exists(script) else [sys.executable, "-m", "bamasc"]
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "bamasc lint examples/gsm8k.bam": [*entry, "lint", "examples/gsm8k.bam"],
+        "bamasc compile examples/gsm8k.bam": [*entry, "compile", "examples/gsm8k.bam"],
+    }
+    for command in commands.values():
+        wall_time(command)
+    times = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, command in commands.items():
+            times[name].append(wall_time(command))
+    print(f"runs: {args.runs} each, interleaved; command: {' '.join(entry)}")
+    print("| command | median wall ms | min ms | max ms |")
+    print("|---|---:|---:|---:|")
+    for name, values in times.items():
+        print(f"| {name} | {statistics.median(values) * 1000:.0f} | {min(values) * 1000:.0f} | {max(values) * 1000:.0f} |")
+
+    sys.path.insert(0, ROOT)
+    from bamasc.compiler import compile_file
+
+    start = time.perf_counter()
+    result = compile_file(os.path.join(ROOT, "examples", "gsm8k.bam"))
+    elapsed = time.perf_counter() - start
+    found = result.bindings["gsm8k"]
+    print(
+        f"in-process compile (warm imports): {elapsed * 1000:.0f} ms; ILP solves {sum(b.solves for b in found)}, "
+        f"cuts {sum(b.cuts for b in found)}, templates {len(found)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
