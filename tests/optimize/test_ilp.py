@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 
 from bamasc.optimize import ilp
 from bamasc.optimize.brute import brute_force, feasible_bindings
-from bamasc.optimize.ilp import RequireRow, SeatProblem, cheapest_cost, evaluate, explain, solve, tier_weights
+from bamasc.optimize.ilp import (
+    RequireRow,
+    SeatProblem,
+    cheapest_cost,
+    evaluate,
+    explain,
+    solve,
+    tier_weights,
+)
 
 PAPER_STRONG_SEAT = 557.4  # µ$ per executor seat on the tier-1 model
 PAPER_WEAK_SEAT = 203.6  # µ$ per executor seat on the tier-2 model
@@ -50,11 +58,18 @@ def seat_problems(draw) -> SeatProblem:
             cost.append(tuple(tuple(draw(price) for _ in range(models)) for _ in range(hi[s])))
     quality = ()
     if draw(st.booleans()):
-        quality = tuple(tuple(draw(st.sampled_from([0.5, 0.6, 0.75, 0.9, 1.0])) for _ in range(models)) for _ in range(slots))
+        quality = tuple(
+            tuple(draw(st.sampled_from([0.5, 0.6, 0.75, 0.9, 1.0])) for _ in range(models))
+            for _ in range(slots)
+        )
     require = ()
     if draw(st.booleans()):
         terms = tuple(
-            (draw(st.integers(0, slots - 1)), draw(st.sampled_from((None, *tier_set))), draw(st.sampled_from([-2, -1, 1, 2])))
+            (
+                draw(st.integers(0, slots - 1)),
+                draw(st.sampled_from((None, *tier_set))),
+                draw(st.sampled_from([-2, -1, 1, 2])),
+            )
             for _ in range(draw(st.integers(1, 2)))
         )
         require = (RequireRow(terms, draw(st.sampled_from(ilp.SENSES)), draw(st.integers(-2, 4))),)
@@ -135,7 +150,9 @@ def test_sequential_fallback_matches_native(problem):
     assert (native is None) == (sequential is None)
     if native is not None:
         assert evaluate(problem, native).tier_counts == evaluate(problem, sequential).tier_counts
-        assert evaluate(problem, native).quality == pytest.approx(evaluate(problem, sequential).quality, abs=1e-6)
+        assert evaluate(problem, native).quality == pytest.approx(
+            evaluate(problem, sequential).quality, abs=1e-6
+        )
 
 
 @pytest.mark.parametrize("method", ["lexicographic", "weights"])
@@ -251,3 +268,22 @@ def test_malformed_problems_are_rejected():
 def test_importing_the_package_does_not_load_highspy():
     code = "import sys, bamasc.optimize as o; o.SeatProblem; assert 'highspy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cost_tie_break_survives_the_highs_presolve_defect():
+    # Found by the property test: with presolve on, HiGHS 1.16's multi-objective
+    # mode returned cost 51 here although 50 buys the same five tier-1 seats.
+    same = (10.0, 10.0, 10.0, 10.0)
+    problem = SeatProblem(
+        slot_names=("s0", "s1", "s2"),
+        lo=(0, 0, 0),
+        hi=(3, 0, 2),
+        model_names=("m0", "m1", "m2", "m3"),
+        tiers=(1, 1, 1, 1),
+        cost=((same, same, same), (), (same, (10.0, 10.0, 10.0, 11.0))),
+        budget=math.inf,
+    )
+    binding = solve(problem)
+    assert binding.tier_counts == (5,)
+    assert binding.cost == 50.0
+    assert_same_objective(binding, brute_force(problem))
