@@ -23,6 +23,7 @@ class Loaded:
         self.modules: dict[str, ast.Module] = {}
         self.diagnostics: list[Diagnostic] = []
         self.raw: dict[str, bytes] = {}
+        self.keys: set[str] = set()  # real paths of `sources`
 
 
 def load(path: str, loaded: Loaded | None = None) -> Loaded:
@@ -46,7 +47,9 @@ def resolve_import(spec: str, importer: str) -> str:
     return os.path.normpath(os.path.join(base, spec))
 
 
+@functools.lru_cache(maxsize=1024)
 def _key(path: str) -> str:
+    """The file's real path: two names of one file are one module (realpath stats every component)."""
     try:
         return os.path.realpath(path)
     except ValueError:  # a NUL in the name; _read reports it
@@ -69,7 +72,7 @@ def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tu
             )
         )
         return
-    if any(_key(p) == key for p in loaded.sources):
+    if key in loaded.keys:
         return
     data = _read(path, via, loaded)
     if data is None:
@@ -77,6 +80,7 @@ def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tu
     text, bad_offset = decode_source(path, data)
     source = SourceFile(path, text)
     loaded.sources[path] = source
+    loaded.keys.add(key)
     loaded.raw[path] = data
     if bad_offset is not None:
         # `bad_offset` counts bytes; lines and columns count characters.

@@ -44,6 +44,15 @@ class Unrolled:
     answer: FlowValue
 
 
+def call_id(slot: str, instance: int, statement: int, label: str) -> str:
+    """A call's id says which seat makes it and where in the flow: `executor[1]@0.revise0`.
+
+    The interpreter derives the same ids while it runs, so every call it makes
+    is matched to its bound in the plan.
+    """
+    return f"{slot}[{instance}]@{statement}.{label}"
+
+
 def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
     return _Unroller(topology, counts).run()
 
@@ -54,10 +63,12 @@ class _Unroller:
         self.counts = counts
         self.calls: list[CallNode] = []
         self.values: dict[str, FlowValue] = {"task": FlowValue(task=True)}
+        self.statement = 0
 
     def run(self) -> Unrolled:
         answer = FlowValue()
-        for statement in self.topology.flow:
+        for index, statement in enumerate(self.topology.flow):
+            self.statement = index
             value = self.expression(statement.expr)
             if isinstance(statement, ast.Bind):
                 self.values[statement.name] = value
@@ -82,8 +93,8 @@ class _Unroller:
             nodes.extend(n for n in value.nodes if n not in nodes)
         return FlowValue(task=reads_task, nodes=tuple(nodes))
 
-    def emit(self, slot: str, instance: int, base: FlowValue, extra: tuple[str, ...], condition, combinator) -> str:
-        node_id = f"{slot}[{instance}]#{len(self.calls)}"
+    def emit(self, slot: str, instance: int, base: FlowValue, extra: tuple[str, ...], condition, combinator, label) -> str:
+        node_id = call_id(slot, instance, self.statement, label)
         inputs = tuple(dict.fromkeys(base.nodes + extra))
         self.calls.append(
             CallNode(node_id, slot, instance, self.role(slot), base.task, inputs, condition, combinator)
@@ -102,19 +113,19 @@ class _Unroller:
     def _slotcall(self, node: ast.SlotCall) -> FlowValue:
         if not self.count(node.slot):
             return FlowValue()
-        return FlowValue(nodes=(self.emit(node.slot, 0, self.args(node), (), None, "call"),))
+        return FlowValue(nodes=(self.emit(node.slot, 0, self.args(node), (), None, "call", "call"),))
 
     def _chain(self, node: ast.Chain) -> FlowValue:
         base = self.args(node.call)
         previous: tuple[str, ...] = ()
-        for instance in reversed(range(self.count(node.call.slot))):
-            previous = (self.emit(node.call.slot, instance, base, previous, None, "chain"),)
+        for position, instance in enumerate(reversed(range(self.count(node.call.slot)))):
+            previous = (self.emit(node.call.slot, instance, base, previous, None, "chain", f"chain{position}"),)
         return FlowValue(nodes=previous)
 
     def _parallel(self, node: ast.Parallel) -> FlowValue:
         base = self.args(node.call)
         nodes = tuple(
-            self.emit(node.call.slot, k, base, (), None, "parallel") for k in range(self.count(node.call.slot))
+            self.emit(node.call.slot, k, base, (), None, "parallel", f"parallel{k}") for k in range(self.count(node.call.slot))
         )
         return FlowValue(nodes=nodes)
 
@@ -128,13 +139,19 @@ class _Unroller:
         if not writers:
             return FlowValue()
         base = self.args(node.call)
-        draft = self.emit(slot, 0, base, (), None, "refine")
+        draft = self.emit(slot, 0, base, (), None, "refine", "draft")
         drafts = [draft]
         for round_ in range(critics):
             reached = None if round_ == 0 else f"critic {round_ - 1} rejected the draft"
-            verdict = self.emit(critic, round_, base, (draft,), reached, "refine")
+            verdict = self.emit(critic, round_, base, (draft,), reached, "refine", f"audit{round_}")
             draft = self.emit(
-                slot, min(round_ + 1, writers - 1), base, (draft, verdict), f"critic {round_} rejected the draft", "refine"
+                slot,
+                min(round_ + 1, writers - 1),
+                base,
+                (draft, verdict),
+                f"critic {round_} rejected the draft",
+                "refine",
+                f"revise{round_}",
             )
             drafts.append(draft)
         return FlowValue(nodes=tuple(drafts), one_of=True)
@@ -152,14 +169,16 @@ class _Unroller:
         steps: tuple[str, ...] = ()
         for round_ in range(critics + 1):
             replan = None if round_ == 0 else f"critic {round_ - 1} rejected the plan"
-            plan = self.emit(planner, round_ % planners, base, feedback, replan, "plan")
+            plan = self.emit(planner, round_ % planners, base, feedback, replan, "plan", f"plan{round_}")
             steps = ()
             previous: tuple[str, ...] = ()
             for step in range(max_steps if executors else 0):
                 condition = f"the plan has more than {step} steps" + (f" and {replan}" if replan else "")
-                previous = (self.emit(executor, step % executors, base, (plan,) + previous, condition, "plan"),)
+                previous = (
+                    self.emit(executor, step % executors, base, (plan,) + previous, condition, "plan", f"step{round_}.{step}"),
+                )
                 steps += previous
             if round_ < critics:
-                review = self.emit(critic, round_, base, steps, replan, "plan")
+                review = self.emit(critic, round_, base, steps, replan, "plan", f"review{round_}")
                 feedback = (review,)
         return FlowValue(nodes=steps)
