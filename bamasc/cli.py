@@ -124,7 +124,39 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--template", help="default: the selected template")
     graph.add_argument("-o", "--output", help="file to write (required for png)")
     graph.set_defaults(run=run_graph)
+
+    execute = commands.add_parser("exec", help="run tasks on a plan, never spending past the budget")
+    execute.add_argument("file", metavar="FILE|PLAN")
+    source = execute.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", help="one task text")
+    source.add_argument("--dataset", metavar="JSONL", help="tasks, one JSON object per line (id, task/question/...)")
+    execute.add_argument("--system")
+    execute.add_argument("--budget", type=_budget, help="with a .bam file: compile at this budget")
+    execute.add_argument("--template", help="run this template instead of the selected one")
+    execute.add_argument("--trace", metavar="JSONL", help="append one line per call and per task here")
+    execute.add_argument("--concurrency", type=_positive, default=8, metavar="N")
+    execute.add_argument("--resume", action="store_true", help="skip tasks already finished in the trace")
+    execute.add_argument("--dry-run", action="store_true", help="answer every call with the full output cap (fake verbose)")
+    execute.add_argument("--fake", choices=("echo", "verbose"), help="answer every model with the offline fake provider")
+    execute.add_argument("--cassette", metavar="JSONL", help="replay recorded calls (or record them with --record)")
+    execute.add_argument("--record", action="store_true", help="record every real call to --cassette")
+    execute.add_argument("--guard", choices=("reserve", "posthoc"), default="reserve",
+                         help="posthoc is the paper's after-the-fact check, kept as a benchmark baseline only")
+    execute.add_argument("--skip-bad-rows", action="store_true", help="report malformed dataset rows and go on")
+    execute.add_argument("--timeout", type=float, default=60.0, help="seconds per call attempt (default 60)")
+    execute.add_argument("--retries", type=int, default=3, help="retries per call after the first attempt (default 3)")
+    execute.set_defaults(run=run_exec)
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"need a whole number of at least 1, not {text!r}")
+    return value
 
 
 def _budget(text: str) -> float:
@@ -327,6 +359,96 @@ def run_graph(args) -> int:
     else:
         print(text, end="")
     return report.exit_code
+
+
+def run_exec(args) -> int:
+    import asyncio
+
+    from bamasc.runtime.execute import DatasetError, ExecOptions, Task, read_dataset, run_tasks
+    from bamasc.runtime.providers.base import ProviderError
+    from bamasc.runtime.report import dataset_report, task_report
+    from bamasc.runtime.retry import RetryPolicy
+
+    report = Report()
+    if args.file.endswith(".json"):
+        if args.budget is not None:
+            report.usage("--budget needs a .bam file: a plan is compiled for its budget")
+            return report.exit_code
+        loaded = _load_plan_or_report(report, args.file)
+        if loaded is None:
+            return report.exit_code
+        plan, program = loaded
+    else:
+        result = _compile(report, args.file, args.system, args.budget, "lexicographic")
+        if result is None or result.plan is None:
+            return report.exit_code
+        plan, program = result.plan, result.program
+    if args.task is not None:
+        tasks = [Task("task", args.task)]
+    else:
+        if not os.path.isfile(args.dataset):
+            report.usage(f"no such file: {args.dataset}")
+            return report.exit_code
+        try:
+            tasks, problems = read_dataset(args.dataset, skip_bad=args.skip_bad_rows)
+        except DatasetError as problem:
+            print(f"bamasc: error: {problem} (use --skip-bad-rows to skip such rows)", file=sys.stderr)
+            return EXIT_ERRORS
+        for problem in problems:
+            print(f"bamasc: warning: skipped {problem}", file=sys.stderr)
+    options = ExecOptions(
+        concurrency=args.concurrency,
+        trace_path=args.trace,
+        resume=args.resume,
+        guard=args.guard,
+        fake_mode="verbose" if args.dry_run else args.fake,
+        cassette=args.cassette,
+        record=args.record,
+        retry=RetryPolicy(max_attempts=1 + max(0, args.retries), timeout=args.timeout),
+        template=args.template,
+    )
+    calls: list[dict] = []
+    progress = _progress_bar() if args.dataset else None
+    try:
+        system = plan.system(args.system)
+        results, summary, skipped = asyncio.run(run_tasks(plan, program, system.name, tasks, options, progress, calls))
+    except KeyError as problem:
+        report.usage(f"unknown system or template: {problem}")
+        return report.exit_code
+    except (ProviderError, ValueError) as problem:
+        print(f"bamasc: error: {problem}", file=sys.stderr)
+        return EXIT_ERRORS
+    except KeyboardInterrupt:
+        print("\ninterrupted: every finished task is in the trace; --resume continues", file=sys.stderr)
+        return EXIT_ERRORS
+    if progress is not None:
+        print(file=sys.stderr)
+    template = system.template(options.template or system.selection["selected"])
+    if args.task is not None and results:
+        print(task_report(results[0], template, calls))
+    else:
+        print(dataset_report(results, summary, skipped))
+    if args.dry_run:
+        worst = max((r.cost for r in results), default=0.0)
+        print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {template.worst_case_cost:.1f} µ$")
+    if any(r.overran for r in results):
+        report.errors += 1
+    return report.exit_code
+
+
+def _progress_bar():
+    """A one-line progress bar on standard error (only where it is a terminal)."""
+    interactive = sys.stderr.isatty()
+
+    def show(done: int, total: int) -> None:
+        if not interactive and done != total and done % max(1, total // 10):
+            return
+        width = 30
+        filled = int(width * done / max(1, total))
+        end = "" if interactive else "\n"
+        print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return show
 
 
 def main(argv: list[str] | None = None) -> int:

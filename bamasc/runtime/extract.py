@@ -1,0 +1,111 @@
+"""Reading model outputs: final answers by kind, critic verdicts, planner step cards."""
+
+from __future__ import annotations
+
+import json
+import re
+
+_HASHES = re.compile(r"####\s*([^\n]*)")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_CONCLUSION = re.compile(r"CONCLUSION\s*:\s*(CORRECT|INCORRECT|APPROVED|REJECTED)", re.IGNORECASE)
+
+
+def last_boxed(text: str) -> str | None:
+    """The contents of the last `\\boxed{...}` (or `\\fbox{...}`), braces balanced."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    i = text.index("{", start) + 1
+    depth = 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j].strip()
+    return None
+
+
+def _plain_number(text: str) -> str | None:
+    found = _NUMBER.findall(text)
+    if not found:
+        return None
+    value = found[-1].replace(",", "")
+    if "." in value and "e" not in value.lower():
+        value = value.rstrip("0").rstrip(".") or "0"
+    return value
+
+
+def extract_number(text: str) -> str | None:
+    """GSM8K style: `#### n`, else the last `\\boxed{}`, else the last number in the text."""
+    for candidate in (_last(_HASHES.findall(text)), last_boxed(text)):
+        if candidate is not None:
+            number = _plain_number(candidate)
+            if number is not None:
+                return number
+    return _plain_number(text)
+
+
+def extract_code(text: str) -> str:
+    """The last fenced block (preferring ```python), else the whole text."""
+    blocks = _FENCE.findall(text)
+    if not blocks:
+        return text.strip()
+    python = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")]
+    return (python or [body for _, body in blocks])[-1].strip()
+
+
+def extract_answer(kind: str, text: str | None) -> str | None:
+    if text is None:
+        return None
+    if kind == "number":
+        return extract_number(text)
+    if kind == "code":
+        return extract_code(text)
+    if kind == "boxed":
+        return last_boxed(text)
+    return text.strip()
+
+
+def approved(verdict: str) -> bool:
+    """A critic approves with `CONCLUSION: CORRECT` (or APPROVED); anything else, unparseable
+    verdicts included, counts as a rejection, so an unclear critic never ends a loop early."""
+    found = _CONCLUSION.findall(verdict)
+    return bool(found) and found[-1].upper() in ("CORRECT", "APPROVED")
+
+
+class MalformedPlan(ValueError):
+    """The planner's output is not a JSON list of step cards."""
+
+
+def step_cards(text: str, max_steps: int) -> list[str]:
+    """The planner's steps: a JSON list of {"step": "..."} objects or strings, maybe fenced."""
+    candidate = text
+    fences = _FENCE.findall(text)
+    if fences:
+        candidate = fences[-1][1]
+    start, end = candidate.find("["), candidate.rfind("]")
+    if start < 0 or end < start:
+        raise MalformedPlan("the plan has no JSON list of step cards")
+    try:
+        cards = json.loads(candidate[start : end + 1])
+    except json.JSONDecodeError as problem:
+        raise MalformedPlan(f"the plan's step list is not valid JSON: {problem.msg}") from None
+    steps = []
+    for card in cards:
+        if isinstance(card, str) and card.strip():
+            steps.append(card.strip())
+        elif isinstance(card, dict) and isinstance(card.get("step"), str) and card["step"].strip():
+            steps.append(card["step"].strip())
+        else:
+            raise MalformedPlan(f"a step card must be a string or {{\"step\": \"...\"}}, not {json.dumps(card)[:60]}")
+    if not steps:
+        raise MalformedPlan("the plan has no steps")
+    # Steps past max_steps were never budgeted: they are dropped, not run.
+    return steps[:max_steps]
+
+
+def _last(items: list[str]) -> str | None:
+    return items[-1] if items else None

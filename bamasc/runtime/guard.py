@@ -1,0 +1,110 @@
+"""The budget guard: reserve the worst case before every call, settle to reported usage after.
+
+Spent never exceeds the budget by construction: a call starts only when its
+reservation (prompt tokens, exactly counted or safely bounded, times the input
+price, plus max_tokens times the output price) fits in what is left; when it
+does not, max_tokens is lowered to what fits, and below a useful minimum the
+call is not made. A call whose outcome is unknown (timeout, dropped
+connection) keeps its whole reservation. Retries reserve again from the same
+budget.
+
+`PosthocGuard` is the BAMAS paper's monitor (stop once spent >= budget,
+checked only after spending). It is kept only as the baseline of the overrun
+benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bamasc.records import record
+
+# A call that could emit fewer tokens than this is not worth making.
+MIN_USEFUL_TOKENS = 16
+
+
+@record
+class Reservation:
+    """Money held for one call attempt before it is made."""
+
+    model: str
+    prompt_tokens: int  # exact count or safe upper bound
+    max_tokens: int  # after clamping
+    requested_tokens: int  # the cap the call wanted
+    amount: float  # µ$ held
+    price_input: float
+    price_output: float
+
+    @property
+    def clamped(self) -> bool:
+        return self.max_tokens < self.requested_tokens
+
+
+class BudgetGuard:
+    """One task's ledger. All amounts in µ$."""
+
+    kind = "reserve"
+
+    def __init__(self, budget: float, min_useful_tokens: int = MIN_USEFUL_TOKENS):
+        self.budget = budget
+        self.min_useful_tokens = min_useful_tokens
+        self.charged = 0.0  # settled: reported usage, or kept reservations
+        self.held = 0.0  # reservations of calls in flight
+
+    @property
+    def remaining(self) -> float:
+        return self.budget - self.charged - self.held
+
+    def reserve(self, model, prompt_tokens: int, max_tokens: int) -> Reservation | None:
+        """Hold the worst case of a call, clamping max_tokens to fit; None means: do not call."""
+        input_cost = model.price_input * prompt_tokens
+        left = self.remaining - input_cost
+        if model.price_output > 0:
+            affordable = math.floor(left / model.price_output + 1e-9) if left > 0 else 0
+        else:
+            affordable = max_tokens if left >= 0 else 0
+        tokens = min(max_tokens, affordable)
+        if tokens < min(self.min_useful_tokens, max_tokens) or left < 0:
+            return None
+        amount = input_cost + model.price_output * tokens
+        self.held += amount
+        return Reservation(
+            model.name, prompt_tokens, tokens, max_tokens, amount, model.price_input, model.price_output
+        )
+
+    def settle(self, reservation: Reservation, prompt_tokens: int, completion_tokens: int) -> float:
+        """Charge the usage the provider reported; returns the charge."""
+        self.held -= reservation.amount
+        charge = reservation.price_input * prompt_tokens + reservation.price_output * completion_tokens
+        self.charged += charge
+        return charge
+
+    def keep(self, reservation: Reservation) -> float:
+        """The outcome is unknown (the provider may have billed it): charge the whole reservation."""
+        self.held -= reservation.amount
+        self.charged += reservation.amount
+        return reservation.amount
+
+    def release(self, reservation: Reservation) -> float:
+        """The request surely was not processed (e.g. 429, refused): charge nothing."""
+        self.held -= reservation.amount
+        return 0.0
+
+    @property
+    def overran(self) -> bool:
+        return self.charged > self.budget * (1 + 1e-9)
+
+
+class PosthocGuard(BudgetGuard):
+    """The paper's check, for the overrun benchmark only: spend first, compare afterwards."""
+
+    kind = "posthoc"
+
+    def reserve(self, model, prompt_tokens: int, max_tokens: int) -> Reservation | None:
+        # Only what was already spent is compared with the budget; the call
+        # about to be made is neither bounded nor clamped.
+        if self.charged >= self.budget:
+            return None
+        amount = model.price_input * prompt_tokens + model.price_output * max_tokens
+        self.held += amount
+        return Reservation(model.name, prompt_tokens, max_tokens, max_tokens, amount, model.price_input, model.price_output)

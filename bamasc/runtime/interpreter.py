@@ -1,0 +1,323 @@
+"""Runs one task through a bound template: the flow's calls, under the budget guard.
+
+The interpreter walks the topology's flow as the IR's unroller does and derives
+the same call ids, so every call it makes is a node of the plan whose bound
+was proven; a call the plan does not know is refused. Concurrent calls
+(`parallel`) run together on asyncio. Loops end early when a critic approves
+or a plan has fewer steps; the calls they skip are simply not made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+
+from bamasc.check.program import Program
+from bamasc.ir.tokens import output_cap
+from bamasc.ir.unroll import call_id
+from bamasc.records import record
+from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
+from bamasc.runtime.guard import BudgetGuard
+from bamasc.runtime.providers.base import Message, ProviderError
+from bamasc.runtime.retry import RetryPolicy
+from bamasc.runtime.tokens import safe_prompt_bound
+from bamasc.syntax import ast
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)(\??)\s*\}\}")
+
+
+@record
+class Output:
+    """What one call produced, and who produced it (votes break ties by tier)."""
+
+    text: str
+    node: str
+    tier: int
+
+
+@record
+class TaskResult:
+    task_id: str
+    template: str
+    answer: str | None
+    output: str | None  # the raw text the answer was extracted from
+    cost: float  # µ$ charged in total
+    budget: float
+    bound: float  # the template's proven worst case
+    overran: bool
+    status: str  # ok | exhausted | failed | error
+    error: str | None
+    calls: int
+
+
+class BudgetExhausted(Exception):
+    """The next call does not fit in what is left of the budget."""
+
+
+class TaskError(Exception):
+    """The task cannot go on: a provider kept failing, or a plan card was malformed."""
+
+
+class TaskRun:
+    """One task on one bound template. `providers` maps model names to providers."""
+
+    def __init__(
+        self,
+        program: Program,
+        system,  # plan.schema.SystemPlan
+        template,  # plan.schema.TemplatePlan
+        providers: dict,
+        guard: BudgetGuard,
+        task_id: str,
+        task: str,
+        trace=None,
+        retry: RetryPolicy | None = None,
+        seed: int = 0,
+    ):
+        self.program = program
+        self.system = system
+        self.template = template
+        self.topology = program.topologies[template.name]
+        self.providers = providers
+        self.guard = guard
+        self.task_id = task_id
+        self.task = task
+        self.trace = trace
+        self.retry = retry or RetryPolicy()
+        self.rng = random.Random(f"{seed}:{task_id}")
+        self.nodes = {node.id: node for node in template.nodes}
+        self.model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
+        self.counts = template.counts
+        self.values: dict[str, object] = {}
+        self.best: Output | None = None
+        self.statement = 0
+        self.calls_made = 0
+
+    # ------------------------------------------------------------ the task
+
+    async def run(self) -> TaskResult:
+        status, error, result = "ok", None, None
+        try:
+            for index, statement in enumerate(self.topology.flow):
+                self.statement = index
+                value = await self.expression(statement.expr)
+                if isinstance(statement, ast.Bind):
+                    self.values[statement.name] = value
+                else:
+                    result = value
+        except BudgetExhausted:
+            status = "exhausted"
+        except TaskError as problem:
+            status, error = "error", str(problem)
+        final = self._final(result) if status == "ok" else self._fallback()
+        if status != "ok" and final is None:
+            status = "failed" if status == "exhausted" else status
+        if status == "exhausted" and self.system.on_exhausted == "fail":
+            final, status = None, "failed"
+        text = final.text if final else None
+        return TaskResult(
+            task_id=self.task_id,
+            template=self.template.name,
+            answer=extract_answer(self.system.answer, text),
+            output=text,
+            cost=self.guard.charged,
+            budget=self.guard.budget,
+            bound=self.template.worst_case_cost,
+            overran=self.guard.overran,
+            status=status,
+            error=error,
+            calls=self.calls_made,
+        )
+
+    def _final(self, value) -> Output | None:
+        # A list as the answer (the steps of a plan) answers with its last output.
+        if isinstance(value, list):
+            return value[-1] if value else None
+        return value
+
+    def _fallback(self) -> Output | None:
+        return self.best if self.system.on_exhausted == "best_so_far" else None
+
+    # ------------------------------------------------------------ one call
+
+    def count(self, slot: str) -> int:
+        return self.counts.get(slot, 0)
+
+    def render(self, template: str, inputs: dict[str, str]) -> str:
+        return _PLACEHOLDER.sub(lambda m: inputs.get(m.group(1), ""), template)
+
+    def inputs(self, call: ast.SlotCall) -> dict[str, str]:
+        return {arg.name: self.text_of(self.values.get(arg.name, None) if arg.name != "task" else self.task) for arg in call.args}
+
+    def text_of(self, value) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list):
+            return "\n\n".join(f"[{i + 1}] {output.text}" for i, output in enumerate(value))
+        return value.text
+
+    async def call(self, slot: str, instance: int, label: str, inputs: dict[str, str]) -> Output:
+        node_id = call_id(slot, instance, self.statement, label)
+        node = self.nodes.get(node_id)
+        if node is None:
+            raise TaskError(f"call {node_id} is not in the plan; recompile it")
+        role = self.program.roles[node.role]
+        model = self.model_of[(slot, instance)]
+        provider = self.providers[model.name]
+        messages = []
+        if role.system:
+            messages.append(Message("system", self.render(role.system, inputs)))
+        messages.append(Message("user", self.render(role.prompt, inputs)))
+        exact = provider.count_prompt_tokens(messages)
+        prompt_tokens = exact if exact is not None else safe_prompt_bound(messages)
+        cap = output_cap(role, model)
+        for attempt in range(1, self.retry.max_attempts + 1):
+            reservation = self.guard.reserve(model, prompt_tokens, cap)
+            if reservation is None:
+                self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False)
+                raise BudgetExhausted(node_id)
+            started = time.perf_counter()
+            try:
+                completion = await provider.complete(messages, reservation.max_tokens, timeout=self.retry.timeout)
+            except ProviderError as problem:
+                charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
+                self._record(
+                    node, model, prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
+                    attempt, clamped=reservation.clamped, error=f"{problem.kind}: {problem.message}",
+                )
+                if not self.retry.should_retry(attempt, problem):
+                    raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
+                await asyncio.sleep(self.retry.delay(attempt, problem, self.rng))
+                continue
+            charged = self.guard.settle(reservation, completion.prompt_tokens, completion.completion_tokens)
+            self.calls_made += 1
+            self._record(
+                node, model, completion.prompt_tokens, completion.completion_tokens, reservation.amount, charged,
+                time.perf_counter() - started, attempt, clamped=reservation.clamped,
+            )
+            output = Output(completion.text, node_id, model.tier)
+            if role.reads not in ("verdict", "plan"):
+                self.best = output
+            return output
+        raise TaskError(f"{node_id}: no attempts left")  # max_attempts >= 1 makes this unreachable
+
+    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None):
+        if self.trace is None:
+            return
+        self.trace.call(
+            {
+                "task_id": self.task_id,
+                "node": node.id,
+                "role": node.role,
+                "model": model.name,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "reserved": round(reserved, 6),
+                "charged": round(charged, 6),
+                "latency_ms": round(latency * 1000, 3),
+                "attempt": attempt,
+                "clamped": clamped,
+                "skipped": skipped,
+                "error": error,
+            }
+        )
+
+    # ------------------------------------------------------------ combinators
+
+    async def expression(self, node):
+        return await getattr(self, "_" + type(node).__name__.lower())(node)
+
+    async def _ref(self, node: ast.Ref):
+        return self.task if node.name == "task" else self.values.get(node.name)
+
+    async def _slotcall(self, node: ast.SlotCall):
+        if not self.count(node.slot):
+            return None
+        return await self.call(node.slot, 0, "call", self.inputs(node))
+
+    async def _chain(self, node: ast.Chain):
+        base = self.inputs(node.call)
+        previous = None
+        for position, instance in enumerate(reversed(range(self.count(node.call.slot)))):
+            extra = {"previous": previous.text} if previous else {}
+            previous = await self.call(node.call.slot, instance, f"chain{position}", {**base, **extra})
+        return previous
+
+    async def _parallel(self, node: ast.Parallel):
+        base = self.inputs(node.call)
+        calls = [self.call(node.call.slot, k, f"parallel{k}", base) for k in range(self.count(node.call.slot))]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        # Keep what finished; a budget or provider failure of one branch stops the flow.
+        done = [o for o in outcomes if isinstance(o, Output)]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                if done and self.best is None:
+                    self.best = done[0]
+                raise outcome
+        return done
+
+    async def _vote(self, node: ast.Vote):
+        drafts = self.values.get(node.drafts.name)
+        return self._majority(drafts) if isinstance(drafts, list) and drafts else drafts
+
+    def _majority(self, outputs: list[Output]) -> Output:
+        """Majority over extracted answers; a tie goes to the answer with the stronger (lower) tier."""
+        groups: dict[str | None, list[Output]] = {}
+        for output in outputs:
+            groups.setdefault(extract_answer(self.system.answer, output.text), []).append(output)
+        best = max(groups.values(), key=lambda group: (len(group), -min(o.tier for o in group)))
+        return min(best, key=lambda o: o.tier)
+
+    async def _refine(self, node: ast.Refine):
+        slot, critic = node.call.slot, node.critic.name
+        writers = self.count(slot)
+        if not writers:
+            return None
+        base = self.inputs(node.call)
+        draft = await self.call(slot, 0, "draft", base)
+        for round_ in range(self.count(critic)):
+            verdict = await self.call(critic, round_, f"audit{round_}", {**base, "solution": draft.text})
+            if approved(verdict.text):
+                break
+            draft = await self.call(
+                slot, min(round_ + 1, writers - 1), f"revise{round_}",
+                {**base, "solution": draft.text, "feedback": verdict.text},
+            )
+        return draft
+
+    async def _plan(self, node: ast.Plan):
+        planner, executor = node.call.slot, node.executor.name
+        critic = node.critic.name if node.critic else None
+        planners, executors = self.count(planner), self.count(executor)
+        critics = self.count(critic) if critic else 0
+        if not planners:
+            return None
+        max_steps = int(node.max_steps.value)
+        base = self.inputs(node.call)
+        feedback: dict[str, str] = {}
+        steps: list[Output] = []
+        for round_ in range(critics + 1):
+            plan = await self.call(planner, round_ % planners, f"plan{round_}", {**base, **feedback})
+            try:
+                cards = step_cards(plan.text, max_steps)
+            except MalformedPlan as problem:
+                raise TaskError(f"malformed plan from {plan.node}: {problem}") from None
+            steps = []
+            previous: dict[str, str] = {}
+            for step, card in enumerate(cards if executors else []):
+                output = await self.call(
+                    executor, step % executors, f"step{round_}.{step}",
+                    {**base, "plan": plan.text, "step": card, **previous},
+                )
+                steps.append(output)
+                previous = {"previous": output.text}
+            if round_ < critics:
+                review = await self.call(critic, round_, f"review{round_}", {**base, "solution": self.text_of(steps)})
+                if approved(review.text):
+                    break
+                feedback = {"feedback": review.text}
+        return steps

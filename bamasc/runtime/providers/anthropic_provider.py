@@ -1,0 +1,96 @@
+"""Messages through the official `anthropic` SDK."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anthropic
+
+from bamasc.runtime.providers.base import (
+    Completion,
+    Message,
+    ProviderError,
+    malformed_error,
+    scrub,
+    sdk_error,
+)
+
+PROVIDER = "anthropic"
+
+
+class AnthropicProvider:
+    """One Claude model. System messages travel in the request's `system` field, joined by blank lines.
+
+    Anthropic publishes no offline tokenizer, so prompt counts are left to the
+    caller's safe bound. Prompt caching is never requested, so the usage's
+    cache fields are normally zero; any that appear are added to the prompt.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model_id: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+    ) -> None:
+        self.name = name
+        self.model_id = model_id
+        self.base_url = base_url
+        self._api_key = api_key
+        # The SDK retries on its own by default; each attempt must be budgeted, so never.
+        self._client = client or anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(name={self.name!r}, model_id={self.model_id!r}, base_url={self.base_url!r})"
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int | None:
+        return None
+
+    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+        system = "\n\n".join(message.content for message in messages if message.role == "system")
+        request = {
+            "model": self.model_id,
+            "max_tokens": max_tokens,
+            "messages": [
+                {"role": message.role, "content": message.content} for message in messages if message.role != "system"
+            ],
+        }
+        if system:
+            request["system"] = system
+        try:
+            # Passing a timeout also stops the SDK refusing large max_tokens without streaming.
+            async with asyncio.timeout(timeout):
+                response = await self._client.messages.create(**request, timeout=timeout)
+        except Exception as error:
+            failure = sdk_error(
+                error, anthropic, provider=PROVIDER, model=self.name, timeout=timeout, secret=self._api_key
+            )
+            if failure is None and isinstance(error, anthropic.AnthropicError):
+                failure = ProviderError(
+                    f"{PROVIDER} model '{self.name}' failed: {scrub(str(error), self._api_key)}", kind="client"
+                )
+            if failure is None:
+                raise
+            raise failure from None
+        return self._completion(response)
+
+    def _completion(self, response) -> Completion:
+        try:
+            text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
+            usage = response.usage
+            prompt_tokens = int(usage.input_tokens)
+            for extra in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+                prompt_tokens += int(getattr(usage, extra, None) or 0)
+            completion_tokens = int(usage.output_tokens)
+            finish_reason = response.stop_reason
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            detail = "no usage" if getattr(response, "usage", None) is None else type(error).__name__
+            raise malformed_error(provider=PROVIDER, model=self.name, detail=f"missing fields ({detail})") from None
+        if prompt_tokens < 0 or completion_tokens < 0:
+            raise malformed_error(provider=PROVIDER, model=self.name, detail="negative usage")
+        return Completion(text, prompt_tokens, completion_tokens, finish_reason)
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,301 @@
+"""The provider protocol: chat messages in, one completion with its usage out, and the errors a call ends with."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+ROLES = ("system", "user", "assistant")
+
+ERROR_KINDS = ("rate_limited", "server", "timeout", "connection", "malformed", "client", "auth", "not_found")
+RETRYABLE_KINDS = frozenset({"rate_limited", "server", "timeout", "connection", "malformed"})
+
+# A gateway that answers 502 or 504 may have passed the request on to a model
+# that ran it to the end; every other status means the provider did not bill.
+GATEWAY_STATUSES = frozenset({502, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: str  # system | user | assistant
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"message role must be one of {', '.join(ROLES)}, not {self.role!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int  # as the provider reports them: what it bills
+    completion_tokens: int
+    finish_reason: str | None = None
+
+
+class ProviderError(Exception):
+    """One failed attempt at a call, classified for the retry loop and the budget guard.
+
+    `retryable` says whether the same call may succeed if tried again;
+    `outcome_unknown` says whether the provider may have run (and billed) the
+    call anyway, so the guard must keep the whole reservation for it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+        outcome_unknown: bool = False,
+        status: int | None = None,
+    ) -> None:
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown provider error kind {kind!r}")
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = kind in RETRYABLE_KINDS if retryable is None else retryable
+        self.retry_after = retry_after
+        self.outcome_unknown = outcome_unknown
+        self.status = status
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderError({self.message!r}, kind={self.kind!r}, retryable={self.retryable}, "
+            f"retry_after={self.retry_after}, outcome_unknown={self.outcome_unknown}, status={self.status})"
+        )
+
+    def __reduce__(self):
+        return (
+            _rebuild_error,
+            (self.message, self.kind, self.retryable, self.retry_after, self.outcome_unknown, self.status),
+        )
+
+
+def _rebuild_error(message, kind, retryable, retry_after, outcome_unknown, status) -> ProviderError:
+    return ProviderError(
+        message, kind=kind, retryable=retryable, retry_after=retry_after, outcome_unknown=outcome_unknown, status=status
+    )
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """One model endpoint. `complete` makes exactly one attempt; retries belong to the caller."""
+
+    name: str  # the model's name in the .bam source
+
+    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion: ...
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """`text` with every occurrence of `secret` masked, for messages built from server replies."""
+    if secret and len(secret) >= 4:
+        return text.replace(secret, "***")
+    return text
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date), or `retry-after-ms`.
+
+    Returns None when there is no usable header. A date in the past gives 0.
+    """
+    if not headers:
+        return None
+    lowered = {key.lower(): value for key, value in headers.items()}
+    milliseconds = lowered.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            value = float(milliseconds) / 1000.0
+        except ValueError:
+            value = None
+        if value is not None and math.isfinite(value) and value >= 0:
+            return value
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+        return max(0.0, seconds)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def error_for_status(
+    status: int,
+    *,
+    provider: str,
+    model: str,
+    detail: str = "",
+    headers: Mapping[str, str] | None = None,
+) -> ProviderError:
+    """The ProviderError for an HTTP error status that the provider answered with."""
+    if status == 429:
+        kind, what = "rate_limited", "rate limited (HTTP 429)"
+    elif status in (401, 403):
+        kind, what = "auth", f"refused the credentials (HTTP {status})"
+    elif status == 404:
+        kind, what = "not_found", "does not know this model or endpoint (HTTP 404)"
+    elif status == 408:
+        kind, what = "timeout", "timed out waiting for the request (HTTP 408)"
+    elif status == 529:
+        kind, what = "server", "is overloaded (HTTP 529)"
+    elif status >= 500:
+        kind, what = "server", f"failed with a server error (HTTP {status})"
+    else:
+        kind, what = "client", f"rejected the request (HTTP {status})"
+    retryable = kind in RETRYABLE_KINDS
+    retry_after = parse_retry_after(headers) if retryable else None
+    message = f"{provider} model '{model}' {what}"
+    if detail:
+        message += f": {detail}"
+    if retry_after is not None:
+        message += f" (retry after {retry_after:g} s)"
+    return ProviderError(
+        message,
+        kind=kind,
+        retryable=retryable,
+        retry_after=retry_after,
+        outcome_unknown=status in GATEWAY_STATUSES,
+        status=status,
+    )
+
+
+# Names of the transport exceptions (httpx, httpx2, httpcore) raised before any
+# byte of the request left: the provider cannot have seen the call.
+_NOT_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol", "InvalidURL"})
+
+
+def transport_error(
+    error: BaseException,
+    *,
+    provider: str,
+    model: str,
+    timeout: float | None = None,
+    timed_out: bool = False,
+) -> ProviderError:
+    """The ProviderError for a call that got no complete HTTP answer: a timeout or a broken connection.
+
+    The cause chain tells a refused connection (never sent, outcome known)
+    from one that broke after the request was sent (outcome unknown).
+    """
+    names = {type(link).__name__ for link in _cause_chain(error)}
+    sent = not (names & _NOT_SENT)
+    timed_out = timed_out or any("Timeout" in name for name in names)
+    if timed_out:
+        limit = f" after {timeout:g} s" if timeout is not None else ""
+        stage = "waiting for the answer" if sent else "connecting"
+        return ProviderError(
+            f"{provider} model '{model}' timed out{limit} {stage}",
+            kind="timeout",
+            outcome_unknown=sent,
+        )
+    cause = _innermost(error)
+    what = "the connection broke after the request was sent" if sent else "could not connect"
+    reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+    return ProviderError(
+        f"{provider} model '{model}': {what} ({reason[:300]})",
+        kind="connection",
+        outcome_unknown=sent,
+    )
+
+
+def malformed_error(*, provider: str, model: str, detail: str) -> ProviderError:
+    """The call reached the model and came back unusable: it may well be billed."""
+    return ProviderError(
+        f"{provider} model '{model}' sent a malformed response: {detail}",
+        kind="malformed",
+        outcome_unknown=True,
+    )
+
+
+def _cause_chain(error: BaseException):
+    seen = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+def _innermost(error: BaseException) -> BaseException:
+    chain = list(_cause_chain(error))
+    return chain[-1]
+
+
+def sdk_error(
+    error: BaseException,
+    sdk,
+    *,
+    provider: str,
+    model: str,
+    timeout: float,
+    secret: str | None,
+) -> ProviderError | None:
+    """The ProviderError for an exception out of a Stainless-generated SDK call (`openai`, `anthropic`).
+
+    `sdk` is the SDK module; both name their exceptions alike. Returns None for
+    an exception that is no provider failure (a bug to let through).
+    """
+    if isinstance(error, TimeoutError):  # the caller's overall deadline
+        return transport_error(error, provider=provider, model=model, timeout=timeout, timed_out=True)
+    if isinstance(error, sdk.APIStatusError):
+        return error_for_status(
+            error.status_code,
+            provider=provider,
+            model=model,
+            detail=_detail(error, secret),
+            headers=error.response.headers,
+        )
+    if isinstance(error, sdk.APITimeoutError):
+        return transport_error(error, provider=provider, model=model, timeout=timeout, timed_out=True)
+    if isinstance(error, sdk.APIConnectionError):
+        return transport_error(error, provider=provider, model=model, timeout=timeout)
+    if isinstance(error, sdk.APIResponseValidationError):
+        return malformed_error(provider=provider, model=model, detail=_detail(error, secret))
+    if isinstance(error, json.JSONDecodeError):
+        return malformed_error(provider=provider, model=model, detail=f"the body is not JSON ({error.msg})")
+    if is_transport_error(error):  # raised while the SDK read a body it did not wrap
+        return transport_error(error, provider=provider, model=model, timeout=timeout)
+    return None
+
+
+def is_transport_error(error: BaseException) -> bool:
+    """Whether `error` came from the HTTP stack itself (httpx, httpx2, httpcore, h11 or a socket)."""
+    module = type(error).__module__.split(".")[0]
+    return module in ("httpx", "httpx2", "httpcore", "httpcore2", "h11") or isinstance(error, ConnectionError)
+
+
+def _detail(error: BaseException, secret: str | None) -> str:
+    """The server's own error message when its body has one, else the SDK's; never the key."""
+    body = getattr(error, "body", None)
+    message = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+    if not isinstance(message, str) or not message:
+        message = getattr(error, "message", None) or str(error) or type(error).__name__
+    return scrub(str(message), secret)[:500]

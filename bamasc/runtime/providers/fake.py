@@ -1,0 +1,166 @@
+"""A deterministic offline model: short canned answers, or always the full output cap, with injected failures.
+
+Its tokenizer is one token per UTF-8 byte plus MESSAGE_OVERHEAD_TOKENS per
+message, for prompts and replies alike, so `count_prompt_tokens` is exact for
+it and equals the safe bound the guard uses for unknown tokenizers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+
+from bamasc.runtime.providers.base import ERROR_KINDS, Completion, Message, ProviderError
+from bamasc.runtime.tokens import safe_prompt_bound
+
+MODES = ("echo", "verbose")
+FILLER = " and so on"
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+class FakeProvider:
+    """Answers without a network.
+
+    mode "echo" gives a short reply shaped by the prompt; "verbose" gives the
+    worst case (critics reject, planners emit every step that fits) and pads that
+    reply to exactly `max_tokens` tokens, the worst case the budget guard must
+    survive. `reply` fixes the text instead. With `fail_rate` > 0 a seeded draw
+    fails some calls with one of `fail_kinds`; the draw depends on the seed,
+    the prompt and how many times this prompt was sent before, so a run is
+    reproducible however its calls interleave, and a retry draws afresh.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        mode: str = "echo",
+        seed: int = 0,
+        fail_rate: float = 0.0,
+        fail_kinds: tuple[str, ...] = ("server",),
+        latency: float = 0.0,
+        reply: str | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"fake mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if not 0.0 <= fail_rate <= 1.0:
+            raise ValueError("fail_rate must be between 0 and 1")
+        unknown = [kind for kind in fail_kinds if kind not in ERROR_KINDS]
+        if unknown or not fail_kinds:
+            raise ValueError(f"fail_kinds must be non-empty and among {', '.join(ERROR_KINDS)}")
+        self.name = name
+        self.mode = mode
+        self.seed = seed
+        self.fail_rate = fail_rate
+        self.fail_kinds = tuple(fail_kinds)
+        self.latency = latency
+        self.reply = reply
+        self.calls = 0
+        self._sent = Counter()
+
+    def __repr__(self) -> str:
+        return f"FakeProvider(name={self.name!r}, mode={self.mode!r}, seed={self.seed})"
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int:
+        return safe_prompt_bound(messages)
+
+    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+        if max_tokens < 1:
+            raise ProviderError(
+                f"fake model '{self.name}' rejected the request: max_tokens must be at least 1",
+                kind="client",
+                status=400,
+            )
+        self.calls += 1
+        prompt_key = _prompt_hash(self.name, messages, max_tokens)
+        attempt = self._sent[prompt_key]
+        self._sent[prompt_key] += 1
+        rng = random.Random(f"{self.seed}:{prompt_key}:{attempt}")
+        if self.latency > 0:
+            if self.latency >= timeout:
+                await asyncio.sleep(timeout)
+                raise ProviderError(
+                    f"fake model '{self.name}' timed out after {timeout:g} s waiting for the answer",
+                    kind="timeout",
+                    outcome_unknown=True,
+                )
+            await asyncio.sleep(self.latency)
+        if self.fail_rate and rng.random() < self.fail_rate:
+            raise _injected(self.name, rng.choice(self.fail_kinds))
+        if self.reply is not None:
+            text = self.reply
+        elif self.mode == "verbose":
+            text = worst_case_reply(messages, max_tokens)
+        else:
+            text = echo_reply(messages)
+        encoded = text.encode("utf-8", "surrogatepass")
+        truncated = len(encoded) > max_tokens
+        if truncated:
+            text = encoded[:max_tokens].decode("utf-8", "ignore")
+        if self.mode == "verbose":
+            text = _pad(text, max_tokens)
+        completion_tokens = len(text.encode("utf-8", "surrogatepass"))
+        finish_reason = "length" if truncated or self.mode == "verbose" else "stop"
+        return Completion(text, self.count_prompt_tokens(messages), completion_tokens, finish_reason)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def echo_reply(messages: list[Message]) -> str:
+    """A short answer in the format the last message asks for (the stdlib roles' formats)."""
+    prompt = messages[-1].content if messages else ""
+    numbers = _NUMBER.findall(prompt)
+    number = numbers[-1] if numbers else "42"
+    if "CONCLUSION" in prompt:
+        return "The reasoning checks out.\nCONCLUSION: CORRECT"
+    if "step card" in prompt or "JSON list" in prompt:
+        return json.dumps([{"step": "Restate the problem."}, {"step": "Compute the result."}])
+    if "```python" in prompt or "Python function" in prompt:
+        return "```python\ndef solution(*args):\n    return None\n```"
+    if "\\boxed" in prompt:
+        return f"Working through it.\nThe answer is \\boxed{{{number}}}."
+    if "####" in prompt:
+        return f"Working through it.\n#### {number}"
+    digest = hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"fake reply {digest}"
+
+
+def worst_case_reply(messages: list[Message], max_tokens: int) -> str:
+    """What makes a flow spend the most: critics reject, planners emit as many steps as fit."""
+    prompt = messages[-1].content if messages else ""
+    if "CONCLUSION" in prompt:
+        return "CONCLUSION: INCORRECT - the fake critic rejects every draft, so every round runs."
+    if "step card" in prompt or "JSON list" in prompt:
+        steps: list[str] = []
+        while len(json.dumps(steps + [str(len(steps) + 1)])) <= max_tokens and len(steps) < 64:
+            steps.append(str(len(steps) + 1))
+        return json.dumps(steps)
+    return echo_reply(messages)
+
+
+def _pad(text: str, max_tokens: int) -> str:
+    """`text` padded with ASCII filler (one token per byte) to exactly `max_tokens` bytes."""
+    missing = max_tokens - len(text.encode("utf-8"))
+    if missing <= 0:
+        return text
+    repeats = -(-missing // len(FILLER))
+    return text + (FILLER * repeats)[:missing]
+
+
+def _prompt_hash(name: str, messages: list[Message], max_tokens: int) -> str:
+    payload = json.dumps([name, [[m.role, m.content] for m in messages], max_tokens], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _injected(name: str, kind: str) -> ProviderError:
+    statuses = {"rate_limited": 429, "server": 500, "client": 400, "auth": 401, "not_found": 404}
+    return ProviderError(
+        f"fake model '{name}' failed on purpose ({kind})",
+        kind=kind,
+        outcome_unknown=kind in ("timeout", "connection", "malformed"),
+        status=statuses.get(kind),
+    )

@@ -1,0 +1,109 @@
+"""Chat completions through the official `openai` SDK: OpenAI itself and OpenAI-compatible servers."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit
+
+import openai
+
+from bamasc.runtime.providers.base import (
+    Completion,
+    Message,
+    ProviderError,
+    malformed_error,
+    scrub,
+    sdk_error,
+)
+from bamasc.runtime.tokens import exact_prompt_tokens
+
+PROVIDER = "openai"
+TOKEN_PARAMS = ("max_completion_tokens", "max_tokens")
+
+
+def is_official_endpoint(base_url: str | None) -> bool:
+    """Whether `base_url` is OpenAI's own API (None means the SDK's default, which is)."""
+    return base_url is None or urlsplit(base_url).hostname == "api.openai.com"
+
+
+class OpenAIProvider:
+    """One model behind an OpenAI-style `/chat/completions` endpoint.
+
+    `token_param` names the request field that caps the reply:
+    "max_completion_tokens" is OpenAI's current field (its reasoning models
+    reject the other); many OpenAI-compatible servers (DeepSeek, older
+    llama.cpp and Ollama builds) know only "max_tokens" and would ignore the
+    new name, leaving the reply uncapped.
+
+    `tokenizer` (an OpenAI model id or encoding name) enables exact prompt
+    counts; by default only OpenAI's own endpoint gets them, from `model_id`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model_id: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        token_param: str = "max_completion_tokens",
+        tokenizer: str | None = None,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        if token_param not in TOKEN_PARAMS:
+            raise ValueError(f"token_param must be one of {', '.join(TOKEN_PARAMS)}, not {token_param!r}")
+        self.name = name
+        self.model_id = model_id
+        self.base_url = base_url
+        self.token_param = token_param
+        self._tokenizer = tokenizer or (model_id if is_official_endpoint(base_url) else None)
+        self._api_key = api_key
+        # The SDK retries on its own by default; each attempt must be budgeted, so never.
+        self._client = client or openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(name={self.name!r}, model_id={self.model_id!r}, base_url={self.base_url!r})"
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int | None:
+        return exact_prompt_tokens(self._tokenizer, messages)
+
+    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+        request = {
+            "model": self.model_id,
+            "messages": [{"role": message.role, "content": message.content} for message in messages],
+            self.token_param: max_tokens,
+        }
+        try:
+            # The SDK's timeout bounds each read; the outer one bounds the whole call.
+            async with asyncio.timeout(timeout):
+                response = await self._client.chat.completions.create(**request, timeout=timeout)
+        except Exception as error:
+            failure = sdk_error(
+                error, openai, provider=PROVIDER, model=self.name, timeout=timeout, secret=self._api_key
+            )
+            if failure is None and isinstance(error, openai.OpenAIError):
+                failure = ProviderError(
+                    f"{PROVIDER} model '{self.name}' failed: {scrub(str(error), self._api_key)}", kind="client"
+                )
+            if failure is None:
+                raise
+            raise failure from None
+        return self._completion(response)
+
+    def _completion(self, response) -> Completion:
+        try:
+            choice = response.choices[0]
+            text = choice.message.content or ""
+            usage = response.usage
+            prompt_tokens = int(usage.prompt_tokens)
+            completion_tokens = int(usage.completion_tokens)
+            finish_reason = choice.finish_reason
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+            detail = "no usage" if getattr(response, "usage", None) is None else type(error).__name__
+            raise malformed_error(provider=PROVIDER, model=self.name, detail=f"missing fields ({detail})") from None
+        if not isinstance(text, str) or prompt_tokens < 0 or completion_tokens < 0:
+            raise malformed_error(provider=PROVIDER, model=self.name, detail="fields of the wrong type")
+        return Completion(text, prompt_tokens, completion_tokens, finish_reason)
+
+    async def aclose(self) -> None:
+        await self._client.close()

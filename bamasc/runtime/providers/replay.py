@@ -1,0 +1,159 @@
+"""Cassettes: completions recorded from real runs, played back by model and prompt hash.
+
+A cassette is a JSONL file, one recorded call a line: {"key", "model",
+"max_tokens", "messages", "text", "prompt_tokens", "completion_tokens",
+"finish_reason", "counted_prompt_tokens"}, the last being the count the
+recording run reserved for (played back by `count_prompt_tokens`).
+The key is the SHA-256 of the model's name, the messages and max_tokens
+(`prompt_key`). Nothing else about the provider is written: no URL, no key.
+
+A prompt recorded several times plays back its recordings in order, then
+repeats the last. In record mode a prompt is played back while the cassette
+still holds an unplayed recording of it and sent to the inner provider
+otherwise, so recording a run again costs nothing for what is already there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+
+from bamasc.runtime.providers.base import Completion, Message, Provider, ProviderError
+
+
+def prompt_key(model: str, messages: list[Message], max_tokens: int | None) -> str:
+    """The cassette key of one call: SHA-256 over a canonical JSON of its inputs.
+
+    With max_tokens None it keys the messages alone (for the recorded prompt count).
+    """
+    fields = {"model": model, "messages": [[m.role, m.content] for m in messages]}
+    if max_tokens is not None:
+        fields["max_tokens"] = max_tokens
+    payload = json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class ReplayProvider:
+    """Plays back a cassette for one model, or records the calls of `inner` into it."""
+
+    def __init__(
+        self,
+        name: str,
+        cassette_path: str | os.PathLike,
+        inner: Provider | None = None,
+        record: bool = False,
+    ) -> None:
+        if record and inner is None:
+            raise ProviderError(f"replay model '{name}': recording needs a real provider to record", kind="client")
+        self.name = name
+        self.cassette_path = os.fspath(cassette_path)
+        self.inner = inner
+        self.record = record
+        self._recorded, self._counted = _load(self.cassette_path, name, must_exist=not record)
+        if record:
+            _drop_torn_line(self.cassette_path)
+        self._played = defaultdict(int)
+
+    def __repr__(self) -> str:
+        mode = "record" if self.record else "replay"
+        return f"ReplayProvider(name={self.name!r}, cassette={self.cassette_path!r}, mode={mode})"
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int | None:
+        # Played back, the count is the one the recording run reserved with, so the
+        # guard clamps max_tokens alike and the keys match.
+        if self.inner is not None:
+            return self.inner.count_prompt_tokens(messages)
+        return self._counted.get(prompt_key(self.name, messages, None))
+
+    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+        key = prompt_key(self.name, messages, max_tokens)
+        recordings = self._recorded.get(key, [])
+        played = self._played[key]
+        if played < len(recordings) or (recordings and not self.record):
+            self._played[key] += 1
+            return recordings[min(played, len(recordings) - 1)]
+        if not self.record:
+            raise ProviderError(
+                f"replay model '{self.name}' has no recording for prompt {key} "
+                f"(max_tokens {max_tokens}) in {self.cassette_path}",
+                kind="not_found",
+                retryable=False,
+            )
+        completion = await self.inner.complete(messages, max_tokens, timeout=timeout)
+        self._append(key, messages, max_tokens, completion)
+        self._recorded.setdefault(key, []).append(completion)
+        self._played[key] += 1
+        return completion
+
+    def _append(self, key: str, messages: list[Message], max_tokens: int, completion: Completion) -> None:
+        line = {
+            "key": key,
+            "model": self.name,
+            "max_tokens": max_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "text": completion.text,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "finish_reason": completion.finish_reason,
+            "counted_prompt_tokens": self.inner.count_prompt_tokens(messages),
+        }
+        # One whole line per write, flushed at once: a crash loses at most the call in flight.
+        text = json.dumps(line) + "\n"  # ASCII escapes survive any text, lone surrogates included
+        with open(self.cassette_path, "ab") as cassette:
+            cassette.write(text.encode("ascii"))
+            cassette.flush()
+
+    async def aclose(self) -> None:
+        if self.inner is not None:
+            await self.inner.aclose()
+
+
+def _load(path: str, model: str, *, must_exist: bool) -> tuple[dict[str, list[Completion]], dict[str, int]]:
+    """The recordings of `model` by prompt key, and the prompt counts by messages key."""
+    recorded: dict[str, list[Completion]] = {}
+    counted: dict[str, int] = {}
+    try:
+        with open(path, encoding="utf-8") as cassette:
+            lines = cassette.readlines()
+    except FileNotFoundError:
+        if must_exist:
+            raise ProviderError(f"replay model '{model}': cassette {path} does not exist", kind="not_found") from None
+        return recorded, counted
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if entry["model"] != model:
+                continue
+            completion = Completion(
+                str(entry["text"]),
+                int(entry["prompt_tokens"]),
+                int(entry["completion_tokens"]),
+                entry.get("finish_reason"),
+            )
+            key = str(entry["key"])
+            count = entry.get("counted_prompt_tokens")
+            if count is not None:
+                counted[prompt_key(model, [Message(m["role"], m["content"]) for m in entry["messages"]], None)] = int(
+                    count
+                )
+        except (ValueError, KeyError, TypeError):
+            if not line.endswith("\n"):
+                continue  # the last line of a run that stopped mid-write
+            raise ProviderError(f"cassette {path} line {number} is not a recorded call", kind="client") from None
+        recorded.setdefault(key, []).append(completion)
+    return recorded, counted
+
+
+def _drop_torn_line(path: str) -> None:
+    """Cut a last line that an earlier run left half-written, so that new lines start clean."""
+    try:
+        with open(path, "r+b") as cassette:
+            data = cassette.read()
+            if data and not data.endswith(b"\n"):
+                cassette.truncate(data.rfind(b"\n") + 1)
+    except FileNotFoundError:
+        return

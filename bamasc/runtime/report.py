@@ -1,0 +1,67 @@
+"""Text reports of runs: the per-call ledger of one task, and totals per role and per model."""
+
+from __future__ import annotations
+
+import statistics
+
+from bamasc.plan.render import _table, binding_text
+
+
+def ledger_table(calls: list[dict]) -> str:
+    rows = []
+    for call in calls:
+        note = "skipped: budget" if call["skipped"] else (call["error"] or ("clamped" if call["clamped"] else ""))
+        rows.append(
+            [
+                call["node"],
+                call["model"],
+                str(call["attempt"]),
+                str(call["prompt_tokens"]),
+                str(call["completion_tokens"]),
+                f"{call['reserved']:.1f}",
+                f"{call['charged']:.1f}",
+                note,
+            ]
+        )
+    return _table(["call", "model", "try", "prompt tok", "output tok", "reserved µ$", "charged µ$", "note"], rows)
+
+
+def summary_table(summary) -> str:
+    blocks = []
+    for title, table in (("role", summary.by_role), ("model", summary.by_model)):
+        rows = [[key, str(int(v[0])), str(int(v[1])), str(int(v[2])), f"{v[3]:.1f}"] for key, v in sorted(table.items())]
+        blocks.append(_table([title, "calls", "prompt tok", "output tok", "µ$"], rows))
+    return "\n\n".join(blocks)
+
+
+def task_report(result, template, calls: list[dict]) -> str:
+    lines = [
+        f"template: {template.name} ({binding_text(template)})",
+        f"bound: {template.worst_case_cost:.1f} µ$ of a {result.budget:g} µ$ budget",
+        "",
+        ledger_table(calls),
+        "",
+        f"spent: {result.cost:.1f} µ$ (bound {result.bound:.1f}, budget {result.budget:g}); status: {result.status}"
+        + (f" ({result.error})" if result.error else ""),
+        f"answer: {result.answer}",
+    ]
+    return "\n".join(lines)
+
+
+def dataset_report(results, summary, skipped: list[str]) -> str:
+    costs = [r.cost for r in results]
+    statuses: dict[str, int] = {}
+    for result in results:
+        statuses[result.status] = statuses.get(result.status, 0) + 1
+    lines = [
+        f"tasks run: {len(results)}" + (f" (skipped {len(skipped)} already in the trace)" if skipped else ""),
+        "status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
+    ]
+    if costs:
+        p95 = sorted(costs)[max(0, int(round(0.95 * len(costs))) - 1)]
+        lines.append(
+            f"cost µ$: mean {statistics.fmean(costs):.1f}, p95 {p95:.1f}, max {max(costs):.1f}; "
+            f"over budget: {sum(r.overran for r in results)}"
+        )
+    lines += ["", summary_table(summary)]
+    return "\n".join(lines)

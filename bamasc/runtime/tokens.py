@@ -1,0 +1,122 @@
+"""Prompt token counts before a call: a safe bound for any model, an exact count where the tokenizer ships offline.
+
+The budget guard reserves for the prompt before it calls. `safe_prompt_bound`
+needs no tokenizer: byte-level BPE and byte-fallback tokenizers emit at most
+one token per UTF-8 byte, and every chat template here wraps a message in at
+most MESSAGE_OVERHEAD_TOKENS tokens.
+
+`exact_prompt_tokens` counts OpenAI models with their own encodings
+(cl100k_base, o200k_base) through the `bpe-openai` package, whose wheel embeds
+both vocabularies, so nothing is downloaded at run time (`tiktoken` fetches its
+encoding files on first use, which an offline run cannot do). Its vocabularies
+are byte-identical to tiktoken's published files and its tokens equal
+tiktoken's. Without the package, or for any other model, it returns None and
+the guard falls back to the safe bound.
+
+The chat framing follows OpenAI's published counting rule, taken at its most
+generous: every message costs OPENAI_TOKENS_PER_MESSAGE framing tokens (the
+gpt-3.5-turbo-0301 format used 4; later models use 3) plus the tokens of its
+role and content, and the reply is primed with OPENAI_REPLY_PRIMING tokens.
+For plain text messages (no names, tools or images) the count is therefore at
+least what the API reports as prompt_tokens, and at most one token per message
+above it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from functools import cache
+
+from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS
+
+OPENAI_TOKENS_PER_MESSAGE = 4
+OPENAI_REPLY_PRIMING = 3
+
+# Model families by id prefix, checked in order; an id matches a family when it
+# is the prefix itself or the prefix followed by "-" (dated snapshots, -mini,
+# -turbo). Anything else gets no exact count: a wrong encoding could undercount.
+_OPENAI_FAMILIES = (
+    ("gpt-4o", "o200k_base"),
+    ("chatgpt-4o", "o200k_base"),
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-5", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4", "o200k_base"),
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("gpt-35", "cl100k_base"),
+)
+ENCODINGS = ("cl100k_base", "o200k_base")
+
+
+def content_bytes(text: str) -> int:
+    """UTF-8 length of `text`; a lone surrogate counts as the 3 bytes of its replacement character."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def safe_prompt_bound(messages: Iterable) -> int:
+    """An upper bound on the prompt tokens of `messages` for any byte-level or byte-fallback tokenizer."""
+    return sum(content_bytes(message.content) + MESSAGE_OVERHEAD_TOKENS for message in messages)
+
+
+def encoding_for(model_id: str | None) -> str | None:
+    """The OpenAI encoding of a model id or an encoding name, or None when it is not an OpenAI model."""
+    if not model_id:
+        return None
+    name = model_id.strip().lower()
+    if name in ENCODINGS:
+        return name
+    name = name.removeprefix("ft:")  # fine-tuned models keep their base model's encoding
+    for prefix, encoding in _OPENAI_FAMILIES:
+        if name == prefix or name.startswith(prefix + "-"):
+            return encoding
+    return None
+
+
+def exact_prompt_tokens(model_id: str | None, messages: Iterable) -> int | None:
+    """Prompt tokens of `messages` for an OpenAI chat model, an upper bound of its reported usage.
+
+    None when the model is not an OpenAI model, the offline tokenizer is not
+    installed, or the text is too long for it to count.
+    """
+    encoding = encoding_for(model_id)
+    if encoding is None:
+        return None
+    count = _counter(encoding)
+    if count is None:
+        return None
+    total = OPENAI_REPLY_PRIMING
+    try:
+        for message in messages:
+            total += OPENAI_TOKENS_PER_MESSAGE + count(message.role) + count(message.content)
+    except Exception:  # the tokenizer's own limits (very long text): fall back to the safe bound
+        return None
+    return total
+
+
+def tokenizer_available(model_id: str | None = "gpt-4o") -> bool:
+    """Whether exact counts are available for `model_id` on this installation."""
+    encoding = encoding_for(model_id)
+    return encoding is not None and _counter(encoding) is not None
+
+
+@cache
+def _counter(encoding: str):
+    try:
+        with warnings.catch_warnings():
+            # Importing it reads its vocabulary files through a deprecated importlib call.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import bpe_openai
+
+            tokenizer = bpe_openai.get_encoding(encoding)
+    except Exception:  # not installed, or a version without this encoding
+        return None
+
+    def count(text: str) -> int:
+        # encode_ordinary: special-token text in a prompt is plain text to the API, too.
+        return len(tokenizer.encode_ordinary(text)) if text else 0
+
+    return count
