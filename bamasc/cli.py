@@ -82,13 +82,21 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (`only`) just one command's parser: `bamasc lint` then
+    builds none of the others, which matters for its start-up."""
     parser = _Parser(prog="bamasc", description="Compiler for budget-aware multi-agent LLM systems.")
     parser.add_argument("--version", action="version", version=f"bamasc {__version__}")
     # An explicit prog spares argparse a help formatter (and its shutil import) at start-up.
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, prog="bamasc")
     commands.required = True
+    for name, add in COMMANDS.items():
+        if only is None or only == name:
+            add(commands)
+    return parser
 
+
+def _add_lint(commands) -> None:
     lint = commands.add_parser("lint", help="check .bam files without compiling them (fast; for CI and pre-commit)")
     lint.add_argument("files", nargs="+", metavar="FILE")
     lint.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
@@ -98,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lint.set_defaults(run=run_lint)
 
+
+def _add_compile(commands) -> None:
     compile_ = commands.add_parser("compile", help="bind models to every template under the budget and emit a plan")
     compile_.add_argument("file", metavar="FILE")
     compile_.add_argument("--system", help="the system to compile (default: every system in the file)")
@@ -110,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--plot", metavar="PNG", help="with --sweep: plot worst-case cost against budget")
     compile_.set_defaults(run=run_compile)
 
+
+def _add_explain(commands) -> None:
     explain = commands.add_parser("explain", help="why each seat got its model, and every call's cost bound")
     explain.add_argument("file", metavar="FILE|PLAN")
     explain.add_argument("--system")
@@ -117,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--budget", type=_budget)
     explain.set_defaults(run=run_explain)
 
+
+def _add_graph(commands) -> None:
     graph = commands.add_parser("graph", help="draw a plan's call graph")
     graph.add_argument("plan", metavar="PLAN")
     graph.add_argument("--format", choices=("mermaid", "dot", "png"), default="mermaid")
@@ -125,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("-o", "--output", help="file to write (required for png)")
     graph.set_defaults(run=run_graph)
 
+
+def _add_exec(commands) -> None:
     execute = commands.add_parser("exec", help="run tasks on a plan, never spending past the budget")
     execute.add_argument("file", metavar="FILE|PLAN")
     source = execute.add_mutually_exclusive_group(required=True)
@@ -146,7 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
     execute.add_argument("--timeout", type=float, default=60.0, help="seconds per call attempt (default 60)")
     execute.add_argument("--retries", type=int, default=3, help="retries per call after the first attempt (default 3)")
     execute.set_defaults(run=run_exec)
-    return parser
 
 
 def _positive(text: str) -> int:
@@ -452,13 +467,36 @@ def _progress_bar():
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    first = argv[0] if argv else None
+    args = build_parser(first if first in COMMANDS else None).parse_args(argv)
     try:
         return args.run(args)
     except BrokenPipeError:
         # The reader (`| head`) went away: stop quietly, as other tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _elsewhere(module: str, function: str):
+    """A command whose parser lives in the package that owns it, imported only when needed."""
+
+    def add(commands) -> None:
+        from importlib import import_module
+
+        getattr(import_module(module), function)(commands)
+
+    return add
+
+
+# Command name -> the function that adds its parser, in the order `--help` lists them.
+COMMANDS = {
+    "lint": _add_lint,
+    "compile": _add_compile,
+    "explain": _add_explain,
+    "graph": _add_graph,
+    "exec": _add_exec,
+}
 
 
 if __name__ == "__main__":
