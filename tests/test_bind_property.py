@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bamasc.check import check
-from bamasc.loader import load
+from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
 from bamasc.ir.graph import call_graph, verified_cost
 from bamasc.ir.unroll import unroll
+from bamasc.loader import load
 from bamasc.optimize.bind import _has_idle_seat, _seat_problem, bind_template
-from bamasc.check.linear import linear_row
 from bamasc.optimize.ilp import RequireRow
 
 FLOWS = {

@@ -9,9 +9,9 @@ import pytest
 from bamasc.records import FrozenRecordError
 from bamasc.source import SourceFile
 from bamasc.syntax import ast
+from bamasc.syntax._tables import TABLES
 from bamasc.syntax.lalr import Node, Token, parse
 from bamasc.syntax.parser import parse_source
-from bamasc.syntax._tables import TABLES
 from bamasc.syntax.tables import build_lark, build_tables
 from bamasc.syntax.transform import Transformer, dedent_block
 from tests.conftest import EXAMPLES, STDLIB

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from bamasc.records import record
-
 from bamasc.source import Span
 
 # ---------------------------------------------------------------- values

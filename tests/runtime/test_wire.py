@@ -11,7 +11,16 @@ from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider
 from bamasc.runtime.retry import RetryPolicy
-from tests.runtime.servers import anthropic_server, drop, malformed, openai_server, reply, slow, status, truncated  # noqa: F401 (fixtures)
+from tests.runtime.servers import (  # noqa: F401 (fixtures)
+    anthropic_server,
+    drop,
+    malformed,
+    openai_server,
+    reply,
+    slow,
+    status,
+    truncated,
+)
 from tests.runtime.test_interpreter import Collect
 
 KEY = "sk-test-never-printed-0123456789"
