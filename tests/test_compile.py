@@ -41,7 +41,7 @@ def _summary(result) -> dict:
 
 @pytest.mark.parametrize("budget", PAPER_BUDGETS)
 def test_gsm8k_bindings_match_golden_files(budget):
-    result = compile_file(GSM8K, budget=budget)
+    result = compile_file(GSM8K, system="gsm8k", budget=budget)
     assert result.plan is not None
     summary = _summary(result)
     golden = os.path.join(GOLDEN, f"gsm8k.{budget}.json")
@@ -59,15 +59,15 @@ def test_gsm8k_bindings_match_golden_files(budget):
 
 @pytest.mark.parametrize("budget", PAPER_BUDGETS)
 def test_weights_and_lexicographic_agree_on_the_paper_setup(budget):
-    exact = _summary(compile_file(GSM8K, budget=budget))
-    weighted = _summary(compile_file(GSM8K, budget=budget, method="weights"))
+    exact = _summary(compile_file(GSM8K, system="gsm8k", budget=budget))
+    weighted = _summary(compile_file(GSM8K, system="gsm8k", budget=budget, method="weights"))
     for name, template in exact["templates"].items():
         assert template["tier_seats"] == weighted["templates"][name]["tier_seats"]
         assert template["feasible"] == weighted["templates"][name]["feasible"]
 
 
 def test_plan_json_contract_keys():
-    plan = json.loads(dumps(compile_file(GSM8K).plan))
+    plan = json.loads(dumps(compile_file(GSM8K, system="gsm8k").plan))
     for key in ("schema_version", "source_sha256", "systems"):
         assert key in plan
     system = plan["systems"][0]

@@ -1,0 +1,1 @@
+"""Evaluation: benchmark datasets as published, scorers, the code sandbox, and `bamasc bench` and `bamasc score`."""

@@ -1,0 +1,169 @@
+"""`bamasc bench` as a library call: a system across budgets and its baselines on a dataset, scored.
+
+For every budget the system is compiled at that budget and every task runs
+on the template it selects, under the budget guard; the answers are scored
+against the dataset's references. Each baseline (a system of the same file
+with one template and one model) runs once at its own declared budget. The
+result is plain JSON data (`RESULT_KEYS`, one row per run), rendered as a
+table here and as a cost-versus-accuracy plot by `plots.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections import Counter
+
+from bamasc.evaluate.datasets import Dataset
+from bamasc.evaluate.scorers import Verdict, score_items
+from bamasc.records import replace
+from bamasc.runtime.execute import ExecOptions, Task, run_tasks
+
+RESULT_KEYS = ("file", "system", "dataset", "kind", "tasks", "runs")
+
+
+class BenchError(ValueError):
+    """A request the benchmark cannot run: an unknown or unsuitable baseline system."""
+
+
+def check_baseline(program, name: str) -> None:
+    """A baseline is one fixed template with every seat on one model (the paper's framework + model rows)."""
+    if name not in program.systems:
+        raise BenchError(f"no system '{name}' for --baseline; the file declares: {', '.join(program.systems)}")
+    system = program.systems[name]
+    if len(system.topologies) != 1 or len(system.models) != 1:
+        raise BenchError(
+            f"baseline system '{name}' must have one template and one model "
+            f"(it has {len(system.topologies)} and {len(system.models)})"
+        )
+
+
+def bench(
+    path: str,
+    dataset: Dataset,
+    system: str,
+    budgets: list[float],
+    baselines: tuple[str, ...] = (),
+    options: ExecOptions | None = None,
+    code_concurrency: int = 2,
+    code_limits=None,
+    progress=None,
+) -> dict:
+    """Run `system` at every budget and each baseline at its own budget on every item of `dataset`;
+    MBPP programs run `code_concurrency` at a time under `code_limits` (a sandbox.Limits)."""
+    options = options or ExecOptions()
+    runs = []
+    for budget in budgets:
+        runs.append(_run(path, dataset, system, budget, options, False, code_concurrency, code_limits))
+        if progress is not None:
+            progress(runs[-1])
+    for name in baselines:
+        runs.append(_run(path, dataset, name, None, options, True, code_concurrency, code_limits))
+        if progress is not None:
+            progress(runs[-1])
+    return {
+        "file": os.path.basename(path),
+        "system": system,
+        "dataset": os.path.basename(dataset.path.rstrip("/")),
+        "kind": dataset.kind,
+        "tasks": len(dataset.items),
+        "runs": runs,
+    }
+
+
+def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, code_concurrency, code_limits) -> dict:
+    from bamasc.compiler import compile_file
+
+    compiled = compile_file(path, system=system, budget=budget)
+    declared = compiled.program.systems[system].budget if compiled.program is not None else None
+    row = {
+        "system": system,
+        "baseline": baseline,
+        "budget": budget if budget is not None else declared,
+        "feasible": compiled.plan is not None,
+    }
+    if compiled.plan is None:
+        reasons = [d.message for d in compiled.diagnostics if d.severity == "error"]
+        return dict(row, error="; ".join(reasons) or "no plan")
+    plan = compiled.plan.system(system)
+    template = plan.template(plan.selection["selected"])
+    if plan.selection["rule"] == "policy" and options.selector is None:
+        # As `bamasc exec` does: the system's policy picks a template per task.
+        from bamasc.policy.select import selector_for
+
+        options = replace(options, selector=selector_for(plan, compiled.program))
+    tasks = [Task(item.id, item.prompt) for item in dataset.items]
+    results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, system, tasks, options))
+    answers = {result.task_id: result for result in results}
+    pairs = [(item, answers[item.id].answer) for item in dataset.items]
+    verdicts = score_items(dataset.kind, pairs, code_limits, code_concurrency)
+    bound = max((result.bound for result in results), default=template.worst_case_cost)
+    return dict(row, template=template.name, models=sorted({s.model for s in template.binding}),
+                bound=round(bound, 6), **summarize(dataset, results, verdicts))
+
+
+def summarize(dataset: Dataset, results, verdicts: list[Verdict]) -> dict:
+    """Accuracy, cost statistics, overruns, the template mix and every item's verdict."""
+    costs = [result.cost for result in results]
+    correct = sum(verdict.correct for verdict in verdicts)
+    items = []
+    for item, result, verdict in zip(dataset.items, results, verdicts):
+        items.append(
+            {
+                "id": item.id,
+                "template": result.template,
+                "status": result.status,
+                "cost": round(result.cost, 6),
+                "overran": result.overran,
+                "answer": result.answer if dataset.kind != "mbpp" else None,
+                "correct": verdict.correct,
+                "detail": verdict.detail,
+            }
+        )
+    return {
+        "tasks": len(results),
+        "correct": correct,
+        "accuracy": correct / len(results) if results else 0.0,
+        "mean_cost": round(sum(costs) / len(costs), 6) if costs else 0.0,
+        "p95_cost": round(percentile(costs, 95), 6) if costs else 0.0,
+        "max_cost": round(max(costs), 6) if costs else 0.0,
+        "overruns": sum(result.overran for result in results),
+        "templates": dict(Counter(result.template for result in results).most_common()),
+        "statuses": dict(Counter(result.status for result in results).most_common()),
+        "items": items,
+    }
+
+
+def percentile(values: list[float], percent: float) -> float:
+    """Nearest-rank percentile: the smallest value with at least `percent`% of values at or below it."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(percent / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def bench_table(data: dict) -> str:
+    from bamasc.plan.render import _table
+
+    rows = []
+    for run in data["runs"]:
+        name = run["system"] + (" (baseline)" if run["baseline"] else "")
+        if not run["feasible"]:
+            rows.append([name, f"{run['budget']:g}", "infeasible", "-", "-", "-", "-", "-"])
+            continue
+        mix = ", ".join(f"{template} {count}" for template, count in run["templates"].items())
+        rows.append(
+            [
+                name,
+                f"{run['budget']:g}",
+                mix,
+                f"{run['correct']}/{run['tasks']} ({run['accuracy']:.1%})",
+                f"{run['mean_cost']:.1f}",
+                f"{run['p95_cost']:.1f}",
+                f"{run['bound']:.1f}",
+                str(run["overruns"]),
+            ]
+        )
+    header = ["run", "budget µ$", "templates", "accuracy", "mean µ$", "p95 µ$", "bound µ$", "overruns"]
+    title = f"{data['system']} on {data['dataset']} ({data['kind']}, {data['tasks']} tasks)"
+    return title + "\n\n" + _table(header, rows)

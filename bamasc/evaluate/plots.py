@@ -1,0 +1,39 @@
+"""The benchmark's cost-versus-accuracy plot: one point per budget of the system, one per baseline."""
+
+from __future__ import annotations
+
+BASELINE_MARKERS = ("s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def plot_bench(data: dict, path: str) -> None:
+    """Mean cost per task (µ$) against accuracy (%), written as a PNG to `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 5), dpi=100)
+    system = [run for run in data["runs"] if not run["baseline"] and run["feasible"]]
+    if system:
+        costs = [run["mean_cost"] for run in system]
+        accuracy = [100 * run["accuracy"] for run in system]
+        axis.plot(costs, accuracy, marker="o", color="tab:blue", label=f"{data['system']} (one point per budget)")
+        for run, x, y in zip(system, costs, accuracy):
+            axis.annotate(f"{run['budget']:g} µ$", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    baselines = [run for run in data["runs"] if run["baseline"] and run["feasible"]]
+    for index, run in enumerate(baselines):
+        axis.scatter(
+            [run["mean_cost"]], [100 * run["accuracy"]], marker=BASELINE_MARKERS[index % len(BASELINE_MARKERS)],
+            s=60, label=f"{run['system']} ({run['template']}, {', '.join(run['models'])})",
+        )
+    axis.set_xlabel("mean cost per task (µ$)")
+    axis.set_ylabel("accuracy (%)")
+    axis.set_ylim(-5, 105)
+    axis.set_xlim(left=0)
+    axis.set_title(f"{data['system']} on {data['dataset']}: cost against accuracy ({data['tasks']} tasks)")
+    axis.grid(alpha=0.3)
+    if system or baselines:
+        axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

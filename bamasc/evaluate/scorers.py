@@ -1,0 +1,359 @@
+"""Scoring model outputs against references: GSM8K numbers, MATH answers, MBPP code run against its asserts.
+
+A prediction may be the model's whole output or an answer already extracted
+by the system's `answer` kind: extraction is applied again and leaves an
+extracted answer as it is.
+
+MATH answers are compared as strings after the normalisation the MATH
+benchmark's own scorer uses (fractions, `\\left`/`\\right`, units, degrees,
+percent and dollar signs, spaces, `0.5` for `\\frac{1}{2}`, `a/b` for
+`\\frac{a}{b}`); when the strings differ, a second try reads both as
+expressions with sympy and compares their values. That reading accepts only
+numbers, single-letter variables and a short list of functions and constants,
+so sympy never evaluates arbitrary text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from bamasc.records import record
+from bamasc.runtime.extract import extract_code, extract_number, last_boxed
+
+# Seconds an MBPP program may run: its asserts take milliseconds; a loop that never ends is wrong.
+CODE_TIMEOUT = 5.0
+
+
+@record
+class Verdict:
+    id: str
+    correct: bool
+    prediction: str | None  # the extracted answer that was compared
+    reference: str
+    detail: str = ""  # why it is wrong: the sandbox verdict, "no prediction", ...
+
+
+# ---------------------------------------------------------------- numbers (GSM8K)
+
+
+def number_equal(prediction: str | None, reference: str, rel_tol: float = 1e-6) -> tuple[bool, str | None]:
+    """GSM8K: the prediction's `#### n`, else its last `\\boxed{n}`, else its last number, against
+    the reference number; commas, currency and units are dropped, and floats compare within rel_tol."""
+    if prediction is None:
+        return False, None
+    found = extract_number(prediction)
+    expected = extract_number(reference)
+    if found is None or expected is None:
+        return False, found
+    try:
+        return math.isclose(float(found), float(expected), rel_tol=rel_tol, abs_tol=1e-9), found
+    except ValueError:
+        return False, found
+
+
+# ---------------------------------------------------------------- MATH
+
+_UNIT_TEXT = re.compile(r"\\(?:text|mbox|textbf|mathrm)\{\s*[^{}]*\}")
+_THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_SLASH = re.compile(r"^(-?\d+)/(\d+)$")
+_DECIMAL = re.compile(r"^-?\d*\.\d+$|^-?\d+$")
+
+
+def normalize_math(answer: str) -> str:
+    """The MATH scorer's normalisation of a final answer (the contents of its \\boxed{})."""
+    text = answer.replace("\n", "").replace("\\!", "")
+    text = text.replace("\\\\", "\\")
+    text = text.replace("tfrac", "frac").replace("dfrac", "frac")
+    text = text.replace("\\left", "").replace("\\right", "")
+    for spacing in ("\\,", "\\;", "\\:", "\\ ", "\\quad", "~"):
+        text = text.replace(spacing, " ")
+    text = text.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("°", "")
+    text = text.replace("\\$", "").replace("$", "")
+    text = _remove_units(text)
+    text = text.replace("\\%", "").replace("%", "")
+    text = text.strip().rstrip(".").strip()
+    text = text.replace(" .", " 0.").replace("{.", "{0.")
+    if not text:
+        return text
+    if text[0] == ".":
+        text = "0" + text
+    # "x = 5" and "k=5" answer with the value.
+    parts = text.split("=")
+    if len(parts) == 2 and len(parts[0].strip()) <= 2:
+        text = parts[1]
+    text = _fix_sqrt(text)
+    text = text.replace(" ", "")
+    text = _fix_fracs(text)
+    if _THOUSANDS.match(text):
+        text = text.replace(",", "")
+    text = _trim_decimal(text)
+    if text == "0.5":
+        text = "\\frac{1}{2}"
+    slash = _SLASH.match(text)
+    if slash:
+        text = f"\\frac{{{slash.group(1)}}}{{{slash.group(2)}}}"
+    return text
+
+
+def _remove_units(text: str) -> str:
+    """`5\\text{ cm}` is 5: a trailing \\text{...} after a value is a unit; a whole \\text{A} is its text."""
+    stripped = text.strip()
+    whole = re.fullmatch(r"\\(?:text|mbox|textbf|mathrm)\{([^{}]*)\}", stripped)
+    if whole:
+        return whole.group(1)
+    return _UNIT_TEXT.sub("", text) if re.search(r"[0-9}]\s*\\(?:text|mbox|textbf|mathrm)\{", text) else text
+
+
+def _fix_sqrt(text: str) -> str:
+    """\\sqrt3 -> \\sqrt{3}."""
+    return re.sub(r"\\sqrt\s*([^{\[\s\\])", r"\\sqrt{\1}", text)
+
+
+def _fix_fracs(text: str) -> str:
+    """\\frac12 -> \\frac{1}{2}, \\frac1{72} -> \\frac{1}{72}, \\frac{a}b -> \\frac{a}{b}."""
+    pieces = text.split("\\frac")
+    out = pieces[0]
+    for piece in pieces[1:]:
+        out += "\\frac"
+        if piece.startswith("{"):
+            close = _closing(piece, 0)
+            if close is None:
+                return text
+            numerator, rest = piece[: close + 1], piece[close + 1 :]
+        elif piece:
+            numerator, rest = "{" + piece[0] + "}", piece[1:]
+        else:
+            return text
+        if rest.startswith("{"):
+            out += numerator + rest
+        elif rest:
+            out += numerator + "{" + rest[0] + "}" + rest[1:]
+        else:
+            return text
+    return out
+
+
+def _closing(text: str, start: int) -> int | None:
+    depth = 0
+    for index in range(start, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+def _trim_decimal(text: str) -> str:
+    """6.0 -> 6, 2.50 -> 2.5: the same number written with zeros."""
+    if _DECIMAL.match(text) and "." in text:
+        text = text.rstrip("0").rstrip(".")
+        if text in ("", "-"):
+            text = "0"
+    return text
+
+
+def math_equal(prediction: str | None, reference: str) -> tuple[bool, str | None]:
+    """MATH: the prediction's last \\boxed{} (or the prediction itself when it has none) against the
+    reference answer: normalised strings first, then sympy's value of both."""
+    if prediction is None:
+        return False, None
+    boxed = last_boxed(prediction)
+    found = boxed if boxed is not None else prediction.strip()
+    expected = last_boxed(reference) or reference
+    left, right = normalize_math(found), normalize_math(expected)
+    if not left:
+        return False, found
+    if left == right:
+        return True, found
+    return _same_value(left, right), found
+
+
+# Bracketed lists compare element by element, brackets included: (1,2] is not [1,2].
+_BRACKETS = {"(": ")", "[": "]", "\\{": "\\}"}
+
+
+def _same_value(left: str, right: str) -> bool:
+    for opening, closing in _BRACKETS.items():
+        if left.startswith(opening) and left.endswith(closing):
+            if not (right.startswith(opening) or right.startswith(("(", "["))):
+                return False
+            break
+    left_parts, right_parts = _elements(left), _elements(right)
+    if left_parts is None or right_parts is None:
+        return _sympy_equal(left, right)
+    if left_parts[0] != right_parts[0] or len(left_parts[1]) != len(right_parts[1]):
+        return False
+    return all(a == b or _sympy_equal(a, b) for a, b in zip(left_parts[1], right_parts[1]))
+
+
+def _elements(text: str) -> tuple[str, list[str]] | None:
+    """(brackets, elements) of `(a,b)`, `[a,b)`, `\\{a,b\\}` or a bare `a,b`; None for one value."""
+    brackets = ""
+    inner = text
+    for opening in ("\\{", "(", "["):
+        if text.startswith(opening):
+            for closing in ("\\}", ")", "]"):
+                if text.endswith(closing) and len(text) > len(opening) + len(closing):
+                    candidate = text[len(opening) : -len(closing)]
+                    if _top_level_commas(candidate):
+                        brackets, inner = opening + closing, candidate
+                    break
+            break
+    parts = _split_top_level(inner)
+    if len(parts) < 2:
+        return None
+    return brackets, parts
+
+
+def _top_level_commas(text: str) -> bool:
+    return len(_split_top_level(text)) > 1
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char in "({[":
+            depth += 1
+        elif char in ")}]":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
+_ALLOWED_NAMES = frozenset({"sqrt", "pi", "oo", "E", "I", "exp", "log", "ln", "sin", "cos", "tan", "Abs"})
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SAFE = re.compile(r"^[0-9A-Za-z+\-*/^().,\s]*$")
+
+
+def _to_sympy_text(latex: str) -> str | None:
+    """LaTeX of a final answer as sympy input, or None when it holds anything else."""
+    text = latex
+    text = re.sub(r"\\sqrt\[([^\]]*)\]\{", r"root{\1}{", text)
+    replacements = {
+        "\\frac": "frac", "\\sqrt": "sqrt", "\\pi": "pi", "\\infty": "oo", "\\cdot": "*", "\\times": "*",
+        "\\div": "/", "\\ln": "log", "\\log": "log", "\\exp": "exp", "\\sin": "sin", "\\cos": "cos", "\\tan": "tan",
+        "\\{": "(", "\\}": ")",
+    }
+    for latex_name, name in replacements.items():
+        text = text.replace(latex_name, name)
+    if "\\" in text:
+        return None
+    # frac{a}{b} -> ((a)/(b)); root{n}{x} -> ((x)**(1/(n))); remaining braces group.
+    for _ in range(20):
+        changed = re.sub(r"frac\{([^{}]*)\}\{([^{}]*)\}", r"((\1)/(\2))", text)
+        changed = re.sub(r"root\{([^{}]*)\}\{([^{}]*)\}", r"((\2)**(1/(\1)))", changed)
+        # Other braces group, except a frac's or root's own arguments (after the name or a "}").
+        changed = re.sub(r"(?<!frac)(?<!root)(?<!\})\{([^{}]*)\}", r"(\1)", changed)
+        if changed == text:
+            break
+        text = changed
+    text = text.replace("^", "**")
+    if not _SAFE.match(text) or "__" in text:
+        return None
+    for name in _IDENTIFIER.findall(text):
+        if name not in _ALLOWED_NAMES and not re.fullmatch(r"[A-Za-z]+", name):
+            return None
+    return text
+
+
+def _sympy_equal(left: str, right: str) -> bool:
+    if len(left) > 200 or len(right) > 200:
+        return False
+    a_text, b_text = _to_sympy_text(left), _to_sympy_text(right)
+    if a_text is None or b_text is None:
+        return False
+    try:
+        import sympy
+        from sympy.parsing.sympy_parser import (
+            convert_xor,
+            implicit_multiplication_application,
+            parse_expr,
+            standard_transformations,
+        )
+    except ImportError:
+        return False
+    transformations = standard_transformations + (implicit_multiplication_application, convert_xor)
+    # Only what the parser's own generated code calls, and no builtins: a name that is not
+    # here becomes a symbol.
+    namespace = {
+        "__builtins__": {}, "Integer": sympy.Integer, "Float": sympy.Float, "Rational": sympy.Rational,
+        "Symbol": sympy.Symbol, "factorial": sympy.factorial, "pi": sympy.pi, "oo": sympy.oo, "E": sympy.E,
+        "I": sympy.I, "sqrt": sympy.sqrt, "exp": sympy.exp, "log": sympy.log, "ln": sympy.log, "sin": sympy.sin,
+        "cos": sympy.cos, "tan": sympy.tan, "Abs": sympy.Abs,
+    }
+    try:
+        a = parse_expr(a_text, local_dict={}, global_dict=dict(namespace), transformations=transformations)
+        b = parse_expr(b_text, local_dict={}, global_dict=dict(namespace), transformations=transformations)
+        if not (isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr)):
+            return False
+        if a.free_symbols or b.free_symbols:
+            return bool(sympy.simplify(a - b) == 0)
+        if a.has(sympy.oo, -sympy.oo, sympy.zoo) or b.has(sympy.oo, -sympy.oo, sympy.zoo):
+            return bool(a == b)
+        va, vb = complex(sympy.N(a, 30)), complex(sympy.N(b, 30))
+        return abs(va - vb) <= 1e-9 * max(1.0, abs(vb))
+    except Exception:  # sympy raises many kinds on text it cannot read: then they are not equal
+        return False
+
+
+# ---------------------------------------------------------------- code (MBPP)
+
+
+def code_program(candidate: str, item, challenge: bool = False) -> str:
+    """What the sandbox runs for an MBPP item: test imports, the candidate, the setup code, the asserts."""
+    tests = list(item.tests) + (list(item.challenge_tests) if challenge else [])
+    parts = ["\n".join(item.imports), candidate, item.setup, "\n".join(tests)]
+    return "\n\n".join(part for part in parts if part.strip()) + "\n"
+
+
+def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "auto") -> list[Verdict]:
+    """Run each (item, prediction) in the sandbox; correct when every assert passes."""
+    from bamasc.evaluate.sandbox import Limits, run_many
+
+    limits = limits or Limits(wall_time=CODE_TIMEOUT)
+    pairs = list(pairs)
+    programs, indexes = [], []
+    verdicts: list[Verdict | None] = [None] * len(pairs)
+    for index, (item, prediction) in enumerate(pairs):
+        if prediction is None or not prediction.strip():
+            verdicts[index] = Verdict(item.id, False, prediction, item.answer, "no prediction")
+            continue
+        programs.append(code_program(extract_code(prediction), item))
+        indexes.append(index)
+    for index, outcome in zip(indexes, run_many(programs, limits, concurrency, isolation)):
+        item, prediction = pairs[index]
+        detail = outcome.verdict if outcome.passed else f"{outcome.verdict}: {outcome.detail}"
+        verdicts[index] = Verdict(item.id, outcome.passed, extract_code(prediction), item.answer, detail)
+    return verdicts
+
+
+# ---------------------------------------------------------------- every kind
+
+
+def score_items(kind: str, pairs, limits=None, concurrency: int = 2, isolation: str = "auto") -> list[Verdict]:
+    """Verdicts for (item, prediction) pairs of a `kind` dataset, in order; a None prediction is wrong."""
+    if kind == "mbpp":
+        return score_code(pairs, limits, concurrency, isolation)
+    compare = {"gsm8k": number_equal, "math": math_equal}[kind]
+    verdicts = []
+    for item, prediction in pairs:
+        if prediction is None:
+            verdicts.append(Verdict(item.id, False, None, item.answer, "no prediction"))
+            continue
+        correct, found = compare(prediction, item.answer)
+        detail = "" if correct else ("no answer found" if found is None else f"{found} is not {item.answer}")
+        verdicts.append(Verdict(item.id, correct, found, item.answer, detail))
+    return verdicts
+
+
+def answer_kind_dataset(answer: str) -> str | None:
+    """The dataset kind a system's `answer` kind scores as: number -> gsm8k, code -> mbpp, boxed -> math."""
+    return {"number": "gsm8k", "code": "mbpp", "boxed": "math"}.get(answer)
