@@ -118,6 +118,8 @@ def _add_compile(commands) -> None:
                           help="tier objective: HiGHS lexicographic (exact at any scale) or the paper's weights")
     compile_.add_argument("--sweep", type=_sweep, metavar="LO:HI:STEP", help="bind at every budget in this range")
     compile_.add_argument("--plot", metavar="PNG", help="with --sweep: plot worst-case cost against budget")
+    compile_.add_argument("--task", metavar="TEXT",
+                          help="with select = policy(...): the policy's template probabilities for this task")
     compile_.set_defaults(run=run_compile)
 
 
@@ -261,6 +263,9 @@ def run_compile(args) -> int:
     if args.plot and not args.sweep:
         report.usage("--plot needs --sweep")
         return report.exit_code
+    if args.task is not None and args.sweep:
+        report.usage("--task and --sweep do not go together")
+        return report.exit_code
     if args.sweep:
         return _run_sweep(args, report)
     plan_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
@@ -285,7 +290,33 @@ def run_compile(args) -> int:
         print(compile_table(result.plan))
         if args.output:
             print(f"plan written to {args.output} (bounds re-verified)")
+    if args.task is not None:
+        # With --format json the plan owns standard output; the probabilities go beside it.
+        out = sys.stderr if args.format == "json" else sys.stdout
+        _print_policy_choice(report, result.plan, result.program, args.task, out)
     return report.exit_code
+
+
+def _print_policy_choice(report: Report, plan, program, task: str, out) -> None:
+    """`compile --task`: each policy system's template probabilities for the task, and its pick."""
+    from bamasc.policy.checkpoint import PolicyError
+    from bamasc.policy.select import PolicySelector, feasibility, policy_path, probability_text
+
+    systems = [system for system in plan.systems if system.selection["rule"] == "policy"]
+    if not systems:
+        report.usage("--task needs a system that selects by policy (select = policy(\"CHECKPOINT\"))")
+        return
+    for system in systems:
+        try:
+            selector = PolicySelector.load(policy_path(system, program), [t.name for t in system.templates])
+            feasible = feasibility(system)
+            (probs,) = selector.probabilities([task], system.budget, feasible)
+            (pick,) = selector.choose([task], system.budget, feasible)
+        except PolicyError as problem:
+            print(f"bamasc: error: {problem}", file=sys.stderr)
+            report.errors += 1
+            continue
+        print(probability_text(system, probs, pick), file=out)
 
 
 def _run_sweep(args, report: Report) -> int:
@@ -379,6 +410,7 @@ def run_graph(args) -> int:
 def run_exec(args) -> int:
     import asyncio
 
+    from bamasc.records import replace
     from bamasc.runtime.execute import DatasetError, ExecOptions, Task, read_dataset, run_tasks
     from bamasc.runtime.providers.base import ProviderError
     from bamasc.runtime.report import dataset_report, task_report
@@ -426,6 +458,15 @@ def run_exec(args) -> int:
     progress = _progress_bar() if args.dataset else None
     try:
         system = plan.system(args.system)
+        if system.selection["rule"] == "policy" and not args.template:
+            from bamasc.policy.checkpoint import PolicyError
+            from bamasc.policy.select import selector_for
+
+            try:
+                options = replace(options, selector=selector_for(system, program))
+            except PolicyError as problem:
+                print(f"bamasc: error: {problem}", file=sys.stderr)
+                return EXIT_ERRORS
         results, summary, skipped = asyncio.run(run_tasks(plan, program, system.name, tasks, options, progress, calls))
     except KeyError as problem:
         report.usage(f"unknown system or template: {problem}")
@@ -438,14 +479,15 @@ def run_exec(args) -> int:
         return EXIT_ERRORS
     if progress is not None:
         print(file=sys.stderr)
-    template = system.template(options.template or system.selection["selected"])
+    template = system.template(results[0].template if results else options.template or system.selection["selected"])
     if args.task is not None and results:
         print(task_report(results[0], template, calls))
     else:
         print(dataset_report(results, summary, skipped))
     if args.dry_run:
         worst = max((r.cost for r in results), default=0.0)
-        print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {template.worst_case_cost:.1f} µ$")
+        bound = max((r.bound for r in results), default=template.worst_case_cost)
+        print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {bound:.1f} µ$")
     if any(r.overran for r in results):
         report.errors += 1
     return report.exit_code
@@ -496,6 +538,10 @@ COMMANDS = {
     "explain": _add_explain,
     "graph": _add_graph,
     "exec": _add_exec,
+    "bench": _elsewhere("bamasc.evaluate.commands", "add_bench"),
+    "score": _elsewhere("bamasc.evaluate.commands", "add_score"),
+    "collect": _elsewhere("bamasc.policy.commands", "add_collect"),
+    "train": _elsewhere("bamasc.policy.commands", "add_train"),
 }
 
 

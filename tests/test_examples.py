@@ -27,11 +27,14 @@ def test_paper_setups_are_present():
 
 def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
     """Build the wheel, install it into a fresh environment, lint from another directory."""
+    # Without PYTHONPATH: pip would find the checkout there and skip the install.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), ROOT],
         check=True,
         cwd=tmp_path,
+        env=env,
     )
     (wheel,) = wheels.glob("bamasc-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -43,9 +46,9 @@ def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
             package = os.path.relpath(folder, ROOT).replace(os.sep, "/")
             assert f"{package}/__init__.py" in names, f"{package} is missing from the wheel"
     env_dir = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], check=True, env=env)
     python = env_dir / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, env=env)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "app.bam").write_text(open(EXAMPLES[0], encoding="utf-8").read(), encoding="utf-8")
@@ -54,7 +57,7 @@ def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
         cwd=elsewhere,
         capture_output=True,
         text=True,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        env=env,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert str(env_dir) in run.stdout  # the installed copy ran, not the checkout

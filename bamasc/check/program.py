@@ -85,6 +85,20 @@ class Selection:
 
 
 @record
+class RewardConstants:
+    """The policy's reward (docs/policy.md): success or failure, minus overflow past the budget,
+    plus efficiency * (1 - cost/budget) on a success within it."""
+
+    success: float = 1.0
+    failure: float = -1.0
+    overflow: float = 2.0
+    efficiency: float = 0.5
+
+
+DEFAULT_REWARD = RewardConstants()
+
+
+@record
 class System:
     name: str
     models: tuple[str, ...]
@@ -99,6 +113,7 @@ class System:
     span: Span
     spans: dict[str, Span] = NO_SPANS
     item_spans: dict[str, tuple[Span, ...]] = NO_SPANS
+    reward: RewardConstants = DEFAULT_REWARD  # constants for training a policy (the `reward` block)
 
 
 @record

@@ -6,18 +6,22 @@ from bamasc.check.attributes import Attributes
 from bamasc.check.program import (
     ANSWER_KINDS,
     DEFAULT_MIN_AGENTS,
+    DEFAULT_REWARD,
     DEFAULT_TASK_TOKENS,
     ON_EXHAUSTED,
+    RewardConstants,
     Selection,
     System,
 )
 from bamasc.diagnostics import Diagnostic, error
+from bamasc.records import as_dict
 from bamasc.syntax import ast
 
 SYSTEM_ATTRIBUTES = (
     "models", "topologies", "budget", "budgets", "task_tokens",
-    "min_agents", "answer", "select", "on_exhausted",
+    "min_agents", "answer", "select", "on_exhausted", "reward",
 )
+REWARD_ATTRIBUTES = ("success", "failure", "overflow", "efficiency")
 
 
 def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
@@ -54,6 +58,7 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
         span=decl.name_span,
         spans=attrs.spans(),
         item_spans={"models": tuple(s for _, s in models), "topologies": tuple(s for _, s in topologies)},
+        reward=_reward(attrs, decl.name, diagnostics),
     )
 
 
@@ -108,6 +113,26 @@ def _min_agents(attrs: Attributes, diagnostics) -> int:
         diagnostics.append(error("BAM207", f"min_agents must be a whole number of seats, not {number.text}", number.span))
         return DEFAULT_MIN_AGENTS
     return int(number.value)
+
+
+def _reward(attrs: Attributes, system: str, diagnostics) -> RewardConstants:
+    """The optional `reward { success = 1  failure = -1  overflow = 2  efficiency = 0.5 }` block: plain numbers."""
+    block = attrs.block("reward")
+    if block is None:
+        return DEFAULT_REWARD
+    fields = Attributes(f"reward of system '{system}'", block.attrs, REWARD_ATTRIBUTES, diagnostics, block.name_span)
+    values = {}
+    for name in REWARD_ATTRIBUTES:
+        number = fields.number(name)
+        if number is None:
+            continue
+        if number.unit:
+            diagnostics.append(
+                error("BAM208", f"reward '{name}' is a plain number and takes no unit, not {number.unit}", number.span)
+            )
+            continue
+        values[name] = float(number.value)
+    return RewardConstants(**{**as_dict(DEFAULT_REWARD), **values})
 
 
 def _selection(attrs: Attributes, diagnostics) -> Selection:

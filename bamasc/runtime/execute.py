@@ -37,6 +37,7 @@ class ExecOptions:
     retry: RetryPolicy = RetryPolicy()
     seed: int = 0
     template: str | None = None  # run this template instead of the selected one
+    selector: object = None  # select = policy(...): task texts -> a template name per task
 
 
 def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[str]]:
@@ -114,11 +115,17 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
     """Run every task not already in the trace (with `resume`); returns (results, summary, skipped ids)."""
     system = plan.system(system_name)
     template_name = options.template or system.selection["selected"]
-    template = system.template(template_name)
-    if not template.feasible:
-        raise ValueError(f"template '{template_name}' has no binding within {system.budget:g} µ$")
     done = finished_tasks(options.trace_path) if options.resume else set()
     pending = [task for task in tasks if task.id not in done]
+    # A policy picks per task (all pending tasks embedded in one batch); otherwise every task runs one template.
+    by_policy = options.selector is not None and options.template is None
+    if by_policy:
+        chosen = dict(zip((task.id for task in pending), options.selector([task.text for task in pending])))
+    else:
+        chosen = {task.id: template_name for task in pending}
+    for name in sorted(set(chosen.values())) if by_policy else [template_name]:
+        if not system.template(name).feasible:
+            raise ValueError(f"template '{name}' has no binding within {system.budget:g} µ$")
     summary = Summary()
     trace = _Recorder(options.trace_path, summary, calls)
     providers = make_providers(program, system.name, options)
@@ -129,6 +136,7 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
     async def one(task: Task) -> None:
         async with limit:
             guard = guard_class(system.budget)
+            template = system.template(chosen[task.id])
             run = TaskRun(program, system, template, providers, guard, task.id, task.text, trace, options.retry, options.seed)
             result = await run.run()
             trace.task(

@@ -1,0 +1,342 @@
+"""The offline dataset: rows of (task, budget, template, outcome), how they are read, scored and collected.
+
+One JSONL row per task, budget and template (docs/policy.md):
+`task_id`, `task`, `budget` (µ$), `template`, `success` (bool), `cost` (µ$
+charged), `feasible` (bool: the template had a binding within that budget;
+an infeasible row records no run), and optionally `behavior_prob`, the
+probability with which the logging policy picked this template (`collect`
+runs every feasible template, and logs 1 / the number of them).
+
+Success is decided by `score`: `bamasc.evaluate.scorers.score(kind, output,
+row)` when that module is installed, else a local comparison of the answer
+extracted from the output with the dataset row's reference (`answer`, GSM8K's
+`... #### 72` or a plain value; or the `\\boxed{}` of a `solution`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+
+from bamasc.records import record
+
+ROW_FIELDS = ("task_id", "task", "budget", "template", "success", "cost", "feasible")
+
+
+class OfflineDataError(ValueError):
+    """A row of an offline dataset that cannot be read; the message names the file and line."""
+
+
+@record
+class OfflineRow:
+    task_id: str
+    task: str
+    budget: float  # µ$ per task
+    template: str
+    success: bool
+    cost: float  # µ$ charged
+    feasible: bool  # False: no binding within the budget, so nothing ran
+    behavior_prob: float | None = None  # the logging policy's probability of this template
+
+
+def row_data(row: OfflineRow, **extra) -> dict:
+    data = {
+        "task_id": row.task_id,
+        "task": row.task,
+        "budget": row.budget,
+        "template": row.template,
+        "success": row.success,
+        "cost": round(row.cost, 6),
+        "feasible": row.feasible,
+    }
+    if row.behavior_prob is not None:
+        data["behavior_prob"] = row.behavior_prob
+    data.update(extra)
+    return data
+
+
+def read_rows(path: str) -> list[OfflineRow]:
+    """Every row of an offline dataset; a malformed one raises OfflineDataError naming file:line."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as problem:
+                raise OfflineDataError(f"{path}:{number}:{problem.colno}: not JSON: {problem.msg}") from None
+            rows.append(_row(data, f"{path}:{number}"))
+    return rows
+
+
+def _row(data, where: str) -> OfflineRow:
+    if not isinstance(data, dict):
+        raise OfflineDataError(f"{where}: a row must be a JSON object")
+    missing = [f for f in ROW_FIELDS if f not in data]
+    if missing:
+        raise OfflineDataError(f"{where}: missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    for name in ("success", "feasible"):
+        if not isinstance(data[name], bool):
+            raise OfflineDataError(f"{where}: '{name}' must be true or false, not {json.dumps(data[name])}")
+    for name in ("budget", "cost"):
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise OfflineDataError(f"{where}: '{name}' must be a number of µ$ at least 0, not {json.dumps(value)}")
+    if data["budget"] <= 0:
+        raise OfflineDataError(f"{where}: 'budget' must be above zero")
+    if not isinstance(data["task"], str) or not isinstance(data["template"], str):
+        raise OfflineDataError(f"{where}: 'task' and 'template' must be strings")
+    probability = data.get("behavior_prob")
+    if probability is not None and (
+        isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 < probability <= 1
+    ):
+        raise OfflineDataError(f"{where}: 'behavior_prob' must be a probability in (0, 1], not {json.dumps(probability)}")
+    return OfflineRow(
+        task_id=str(data["task_id"]),
+        task=data["task"],
+        budget=float(data["budget"]),
+        template=data["template"],
+        success=data["success"],
+        cost=float(data["cost"]),
+        feasible=data["feasible"],
+        behavior_prob=None if probability is None else float(probability),
+    )
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def reference_answer(row: dict, kind: str) -> str | None:
+    """The reference a dataset row gives: `answer` (after GSM8K's `####` if any), else a `solution`'s `\\boxed{}`."""
+    from bamasc.runtime.extract import extract_answer, last_boxed
+
+    value = row.get("answer")
+    if value is None and isinstance(row.get("solution"), str):
+        value = last_boxed(row["solution"])
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        value = str(value).lower()
+    text = str(value)
+    if "####" in text:
+        text = text.rsplit("####", 1)[1]
+    if kind == "number":
+        return extract_answer("number", text)
+    return text.strip()
+
+
+def answers_match(answer: str | None, reference: str) -> bool:
+    """Numerically equal when both read as numbers, else equal as text (case, spaces and `$` ignored)."""
+    if answer is None:
+        return False
+    try:
+        a, b = float(answer.replace(",", "")), float(reference.replace(",", ""))
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+    except ValueError:
+        pass
+
+    def plain(text: str) -> str:
+        return "".join(text.replace("$", "").split()).lower()
+
+    return plain(answer) == plain(reference)
+
+
+def local_score(kind: str, output: str | None, row: dict) -> bool:
+    from bamasc.runtime.extract import extract_answer
+
+    reference = reference_answer(row, kind)
+    if reference is None:
+        raise OfflineDataError("the dataset row has no reference answer ('answer' or 'solution') to score against")
+    if kind == "code":
+        raise OfflineDataError("scoring code answers needs bamasc.evaluate (tests are run in its sandbox)")
+    return answers_match(extract_answer(kind, output), reference)
+
+
+def scorer():
+    """`bamasc.evaluate.scorers.score(kind, output, row) -> bool` where installed, else `local_score`."""
+    try:
+        from bamasc.evaluate import scorers
+    except ImportError:
+        return local_score
+    return getattr(scorers, "score", local_score)
+
+
+# ---------------------------------------------------------------- collect
+
+
+@record
+class ScoredTask:
+    id: str
+    text: str
+    row: dict  # the dataset row, for its reference answer
+
+
+def read_scored_tasks(path: str, skip_bad: bool = False) -> tuple[list[ScoredTask], list[str]]:
+    """The tasks of a dataset (read as `exec` reads them) with their whole rows."""
+    from bamasc.runtime.execute import ID_FIELDS, read_dataset
+
+    tasks, problems = read_dataset(path, skip_bad=skip_bad)
+    rows: dict[str, dict] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                data = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict):
+                key = next((data[f] for f in ID_FIELDS if data.get(f) is not None), number)
+                rows[str(key)] = data
+    return [ScoredTask(t.id, t.text, rows.get(t.id, {})) for t in tasks], problems
+
+
+def done_keys(path: str) -> set[tuple[str, float, str]]:
+    """(task id, budget, template) of every whole row already in `path` (what a resumed collect skips)."""
+    keys = set()
+    if not os.path.exists(path):
+        return keys
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line)
+                keys.add((str(data["task_id"]), float(data["budget"]), data["template"]))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue  # a line cut short by a crash
+    return keys
+
+
+class RowWriter:
+    """Appends rows, each written whole and flushed; a half line left by a crash is cut first."""
+
+    def __init__(self, path: str):
+        if os.path.exists(path) and os.path.getsize(path):
+            with open(path, "rb+") as handle:
+                data = handle.read()
+                if not data.endswith(b"\n"):
+                    handle.truncate(data.rfind(b"\n") + 1)
+        self.handle = open(path, "a", encoding="utf-8")
+
+    def write(self, data: dict) -> None:
+        self.handle.write(json.dumps(data, ensure_ascii=False) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+@record
+class CollectOptions:
+    concurrency: int = 8
+    fake_mode: str | None = None  # echo | verbose: answer every model offline
+    cassette: str | None = None
+    record: bool = False
+    retry: object = None  # RetryPolicy; None for the default
+    seed: int = 0
+    trace_path: str | None = None
+
+
+@record
+class CollectSummary:
+    written: int  # rows written by this run
+    skipped: int  # rows already in the output (resume)
+    infeasible: int  # rows of templates with no binding at their budget
+    successes: int
+
+
+async def collect(
+    plans: dict[float, tuple],
+    system_name: str,
+    templates: tuple[str, ...],
+    tasks: list[ScoredTask],
+    output: str,
+    options: CollectOptions,
+    progress=None,
+) -> CollectSummary:
+    """Run every feasible template on every task at every budget and append one row per run to `output`.
+
+    `plans` maps each budget to (plan, program) compiled at that budget, or
+    (None, program) when no template fits it. Rows already in `output` are
+    skipped, so an interrupted collect resumes where it stopped.
+    """
+    from bamasc.runtime.execute import ExecOptions, make_providers
+    from bamasc.runtime.guard import BudgetGuard
+    from bamasc.runtime.interpreter import TaskRun
+    from bamasc.runtime.retry import RetryPolicy
+    from bamasc.runtime.trace import TraceWriter
+
+    score = scorer()
+    if score is local_score:
+        kinds = {plan.system(system_name).answer for plan, _ in plans.values() if plan is not None}
+        for task in tasks:
+            for kind in kinds:
+                if kind == "code":
+                    raise OfflineDataError("scoring code answers needs bamasc.evaluate (tests are run in its sandbox)")
+                if reference_answer(task.row, kind) is None:
+                    raise OfflineDataError(f"task {task.id!r} has no reference answer ('answer' or 'solution') to score against")
+    done = done_keys(output)
+    writer = RowWriter(output)
+    trace = TraceWriter(options.trace_path)
+    limit = asyncio.Semaphore(max(1, options.concurrency))
+    retry = options.retry or RetryPolicy()
+    counts = {"written": 0, "skipped": 0, "infeasible": 0, "successes": 0}
+    jobs = []
+    for budget, (plan, program) in plans.items():
+        system = plan.system(system_name) if plan is not None else None
+        feasible = [t.name for t in system.templates if t.feasible] if system is not None else []
+        for task in tasks:
+            for name in templates:
+                if (task.id, float(budget), name) in done:
+                    counts["skipped"] += 1
+                elif name in feasible:
+                    jobs.append((budget, system, program, task, name, 1.0 / len(feasible)))
+                else:
+                    writer.write(row_data(OfflineRow(task.id, task.text, float(budget), name, False, 0.0, False)))
+                    counts["written"] += 1
+                    counts["infeasible"] += 1
+    total = len(jobs)
+    providers: dict = {}
+
+    async def one(budget, system, program, task, name, probability) -> None:
+        async with limit:
+            guard = BudgetGuard(system.budget)
+            run = TaskRun(program, system, system.template(name), providers, guard,
+                          task.id, task.text, trace, retry, options.seed)
+            result = await run.run()
+            success = bool(score(system.answer, result.output, task.row)) if result.status != "error" else False
+            trace.task({"task_id": task.id, "budget": float(budget), "template": name, "answer": result.answer,
+                        "success": success, "cost": round(result.cost, 6), "status": result.status, "error": result.error})
+            writer.write(
+                row_data(
+                    OfflineRow(task.id, task.text, float(budget), name, success, result.cost, True, probability),
+                    answer=result.answer,
+                    status=result.status,
+                )
+            )
+            counts["written"] += 1
+            counts["successes"] += success
+            if progress is not None:
+                progress(counts["written"] - counts["infeasible"], total)
+
+    exec_options = ExecOptions(fake_mode=options.fake_mode, cassette=options.cassette, record=options.record)
+    try:
+        if jobs:
+            # The source is the same at every budget, so one set of providers (one cassette writer) serves all.
+            providers.update(make_providers(jobs[0][2], system_name, exec_options))
+        await asyncio.gather(*(one(*job) for job in jobs))
+    finally:
+        writer.close()
+        trace.close()
+        for provider in providers.values():
+            await provider.aclose()
+    return CollectSummary(**counts)

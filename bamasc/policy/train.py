@@ -1,0 +1,387 @@
+"""Training the policy on an offline dataset: rewards, the importance-weighted REINFORCE loss, the loop, held-out metrics.
+
+The loss is the off-policy form of REINFORCE,
+
+    loss = -mean_i( pi(a_i|s_i) / mu(a_i|s_i) * R_i ) - beta * mean_i H(pi(.|s_i)),
+
+over logged rows i, with mu the probability that the logging policy chose
+a_i (`behavior_prob`; uniform over the templates feasible at that budget
+when absent). It is an unbiased estimate of the expected reward of pi, and it
+is bounded: pi <= 1. The naive on-policy form, -mean(log pi(a_i|s_i) * R_i),
+is not: on a full-information table every logged row with a positive reward
+pushes its own logit up without limit, which drove logits to ~1e6 and
+collapsed the policy onto one template. `tests/policy/test_train.py` checks
+that the naive form is not what runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax.training import train_state
+
+from bamasc.policy.features import budget_feature
+from bamasc.policy.model import TopologyPolicy
+
+
+@dataclass(frozen=True)
+class Reward:
+    """R = success or failure, minus overflow when cost > budget,
+    plus efficiency * (1 - cost/budget) on a success within budget."""
+
+    success: float = 1.0  # C_succ: reward of a correct answer
+    failure: float = -1.0  # -C_fail: reward of a wrong or missing answer (a negative number)
+    overflow: float = 2.0  # C_overflow: subtracted when a task spent more than its budget
+    efficiency: float = 0.5  # g: a success within budget also earns g * (1 - cost / budget)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    hidden: int = 128  # width of the policy's hidden layers
+    depth: int = 1  # hidden layers after the first (embedding + budget) layer
+    learning_rate: float = 1e-3  # Adam step size; larger ones collapse pi onto the globally best template early
+    epochs: int = 100  # passes over the training rows
+    batch_size: int = 64  # rows per gradient step
+    entropy: float = 0.05  # beta: weight of the entropy bonus, which keeps pi from collapsing before it specialises
+    seed: int = 0  # parameter initialisation, batch order and the held-out split
+    holdout: float = 0.2  # share of task ids held out for the report (0: none)
+    reward: Reward = field(default_factory=Reward)  # the reward constants
+
+
+def rewards(success, cost, budget, reward: Reward) -> np.ndarray:
+    success = np.asarray(success, dtype=bool)
+    cost = np.asarray(cost, dtype=np.float64)
+    budget = np.asarray(budget, dtype=np.float64)
+    over = cost > budget
+    value = np.where(success, reward.success, reward.failure) - np.where(over, reward.overflow, 0.0)
+    value = value + np.where(success & ~over, reward.efficiency * (1.0 - cost / budget), 0.0)
+    return value.astype(np.float32)
+
+
+# ---------------------------------------------------------------- the table
+
+
+@dataclass
+class Table:
+    """The offline rows as arrays.
+
+    A state is one (task, budget); `outcome_*` hold, per state and template,
+    what the data says running that template did (`observed` False where no
+    row says). A sample is one logged run: a row with `feasible` true.
+    """
+
+    templates: tuple[str, ...]
+    task_ids: list[str]  # per state
+    texts: list[str]  # per state
+    budgets: np.ndarray  # (S,) µ$
+    feasible: np.ndarray  # (S, K) bool
+    observed: np.ndarray  # (S, K) bool
+    outcome_reward: np.ndarray  # (S, K)
+    outcome_success: np.ndarray  # (S, K) bool
+    outcome_cost: np.ndarray  # (S, K) µ$
+    sample_state: np.ndarray  # (N,) state of each logged run
+    sample_action: np.ndarray  # (N,) template index
+    sample_reward: np.ndarray  # (N,)
+    sample_behavior: np.ndarray  # (N,) mu(a|s)
+    reward: Reward = field(default_factory=Reward)
+
+
+def build_table(rows, templates: tuple[str, ...], reward: Reward) -> Table:
+    """Rows naming a template the system does not have are an error; feasibility is per budget."""
+    index = {name: k for k, name in enumerate(templates)}
+    unknown = sorted({row.template for row in rows} - set(index))
+    if unknown:
+        raise ValueError(
+            f"the data has rows for template{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"that the system does not have (it has {', '.join(templates)})"
+        )
+    states: dict[tuple[str, float], int] = {}
+    task_ids, texts, budgets = [], [], []
+    for row in rows:
+        key = (row.task_id, row.budget)
+        if key not in states:
+            states[key] = len(states)
+            task_ids.append(row.task_id)
+            texts.append(row.task)
+            budgets.append(row.budget)
+    count, k = len(states), len(templates)
+    # Feasibility depends on the budget only (the compiler decides it), so one
+    # feasible row at a budget makes the template feasible for every task there.
+    feasible_at: dict[float, np.ndarray] = {}
+    for row in rows:
+        mask = feasible_at.setdefault(row.budget, np.zeros(k, dtype=bool))
+        mask[index[row.template]] |= row.feasible
+    feasible = np.stack([feasible_at[b] for b in budgets]) if count else np.zeros((0, k), dtype=bool)
+    observed = np.zeros((count, k), dtype=bool)
+    success = np.zeros((count, k), dtype=bool)
+    cost = np.zeros((count, k), dtype=np.float64)
+    samples = []
+    for row in rows:
+        if not row.feasible:
+            continue
+        s, a = states[(row.task_id, row.budget)], index[row.template]
+        observed[s, a], success[s, a], cost[s, a] = True, row.success, row.cost
+        samples.append((s, a, row.success, row.cost, row.budget, row.behavior_prob))
+    outcome = rewards(success, cost, np.asarray(budgets, dtype=np.float64).reshape(-1, 1), reward)
+    feasible_count = feasible.sum(1)
+    sample_state = np.array([s for s, *_ in samples], dtype=np.int32)
+    behavior = np.array(
+        [p if p is not None else 1.0 / max(1, feasible_count[s]) for s, _, _, _, _, p in samples], dtype=np.float32
+    )
+    return Table(
+        templates=tuple(templates),
+        task_ids=task_ids,
+        texts=texts,
+        budgets=np.asarray(budgets, dtype=np.float64),
+        feasible=feasible,
+        observed=observed,
+        outcome_reward=np.where(observed, outcome, 0.0).astype(np.float32),
+        outcome_success=success,
+        outcome_cost=cost,
+        sample_state=sample_state,
+        sample_action=np.array([a for _, a, *_ in samples], dtype=np.int32),
+        sample_reward=rewards([x[2] for x in samples], [x[3] for x in samples], [x[4] for x in samples], reward),
+        sample_behavior=behavior,
+        reward=reward,
+    )
+
+
+def split_tasks(task_ids, holdout: float, seed: int) -> tuple[set[str], set[str]]:
+    """(training ids, held-out ids): a seeded split of the distinct task ids, never of rows."""
+    unique = sorted(set(task_ids))
+    if holdout <= 0 or len(unique) < 2:
+        return set(unique), set()
+    order = np.random.default_rng(seed).permutation(len(unique))
+    held = max(1, min(len(unique) - 1, round(holdout * len(unique))))
+    return {unique[i] for i in order[held:]}, {unique[i] for i in order[:held]}
+
+
+# ---------------------------------------------------------------- loss and step
+
+
+def loss_from_logits(logits, action, reward, behavior, entropy_weight):
+    """Importance-weighted REINFORCE with an entropy bonus; returns (loss, (policy value, mean entropy))."""
+    log_probs = jax.nn.log_softmax(logits)
+    probs = jnp.exp(log_probs)
+    taken = jnp.take_along_axis(probs, action[:, None], axis=1)[:, 0]
+    value = jnp.mean(taken / behavior * reward)
+    # Masked templates have probability exactly 0, so they add 0 * (finite) to the entropy.
+    entropy = jnp.mean(-jnp.sum(probs * log_probs, axis=-1))
+    return -value - entropy_weight * entropy, (value, entropy)
+
+
+def loss_fn(params, apply_fn, batch, entropy_weight):
+    logits = apply_fn({"params": params}, batch["embedding"], batch["budget"], batch["feasible"])
+    return loss_from_logits(logits, batch["action"], batch["reward"], batch["behavior"], entropy_weight)
+
+
+@jax.jit
+def train_step(state: train_state.TrainState, batch: dict, entropy_weight):
+    """One Adam step on one batch; returns the new state and the batch's loss, value and entropy."""
+    grad = jax.value_and_grad(loss_fn, has_aux=True)
+    (loss, (value, entropy)), grads = grad(state.params, state.apply_fn, batch, entropy_weight)
+    return state.apply_gradients(grads=grads), {"loss": loss, "value": value, "entropy": entropy}
+
+
+def create_state(templates: int, config: TrainConfig, embedding_dim: int) -> train_state.TrainState:
+    module = TopologyPolicy(templates=templates, hidden=config.hidden, depth=config.depth)
+    params = module.init(
+        jax.random.PRNGKey(config.seed),
+        jnp.zeros((1, embedding_dim), jnp.float32),
+        jnp.zeros((1,), jnp.float32),
+        jnp.ones((1, templates), bool),
+    )["params"]
+    return train_state.TrainState.create(apply_fn=module.apply, params=params, tx=optax.adam(config.learning_rate))
+
+
+def sample_batches(table: Table, embeddings: np.ndarray, scale: float, samples: np.ndarray) -> dict:
+    """The training arrays for the given sample indices (embeddings are per state)."""
+    states = table.sample_state[samples]
+    return {
+        "embedding": embeddings[states],
+        "budget": budget_feature(table.budgets[states], scale),
+        "feasible": table.feasible[states],
+        "action": table.sample_action[samples],
+        "reward": table.sample_reward[samples],
+        "behavior": table.sample_behavior[samples],
+    }
+
+
+def fit(data: dict, templates: int, config: TrainConfig, progress=None):
+    """Train on the arrays of `sample_batches`; returns (state, mean loss per epoch).
+
+    Every epoch visits the rows in a new seeded order; the last partial batch
+    is topped up with rows from the start of that order, so every step has the
+    same shape and compiles once.
+    """
+    state = create_state(templates, config, data["embedding"].shape[1])
+    device = jax.device_put(data)
+    count = len(data["action"])
+    size = min(config.batch_size, count)
+    steps = -(-count // size)
+    rng = np.random.default_rng(config.seed)
+    entropy_weight = jnp.float32(config.entropy)
+    history = []
+    for epoch in range(config.epochs):
+        order = rng.permutation(count)
+        order = np.concatenate([order, order[: steps * size - count]])
+        losses = []
+        for step in range(steps):
+            batch = _take(device, jnp.asarray(order[step * size : (step + 1) * size]))
+            state, metrics = train_step(state, batch, entropy_weight)
+            losses.append(metrics["loss"])
+        history.append(float(jnp.mean(jnp.stack(losses))))
+        if progress is not None:
+            progress(epoch + 1, config.epochs)
+    return state, history
+
+
+@jax.jit
+def _take(data: dict, indices):
+    return jax.tree_util.tree_map(lambda column: column[indices], data)
+
+
+# ---------------------------------------------------------------- selection and evaluation
+
+
+@functools.partial(jax.jit, static_argnames=("apply_fn",))
+def probabilities(params, apply_fn, embedding, budget, feasible):
+    return jax.nn.softmax(apply_fn({"params": params}, embedding, budget, feasible))
+
+
+def policy_choices(params, apply_fn, embeddings, budgets, feasible) -> np.ndarray:
+    """The template each state gets: the most probable feasible one."""
+    probs = np.asarray(probabilities(params, apply_fn, embeddings, budgets, feasible))
+    return np.argmax(np.where(feasible, probs, -1.0), axis=1)
+
+
+def outcome_metrics(table: Table, states: np.ndarray, choices: np.ndarray) -> dict:
+    """Mean reward, success rate and mean cost of running `choices[i]` on `states[i]`.
+
+    A choice that is infeasible at its budget cannot run: it counts as a
+    failure at no cost. A feasible choice the data has no row for is left out.
+    """
+    feasible = table.feasible[states, choices]
+    observed = table.observed[states, choices]
+    keep = observed | ~feasible
+    if not keep.any():
+        return {"reward": None, "success_rate": None, "mean_cost": None, "states": 0}
+    reward = np.where(feasible, table.outcome_reward[states, choices], table.reward.failure)[keep]
+    success = (table.outcome_success[states, choices] & feasible)[keep]
+    cost = np.where(feasible, table.outcome_cost[states, choices], 0.0)[keep]
+    return {
+        "reward": round(float(reward.mean()), 6),
+        "success_rate": round(float(success.mean()), 6),
+        "mean_cost": round(float(cost.mean()), 6),
+        "states": int(keep.sum()),
+    }
+
+
+def oracle_choices(table: Table, states: np.ndarray) -> np.ndarray:
+    """Per state, the template with the best reward in the data."""
+    scores = np.where(table.feasible[states] & table.observed[states], table.outcome_reward[states], -np.inf)
+    return np.argmax(scores, axis=1)
+
+
+def heldout_report(table: Table, states: np.ndarray, choices: np.ndarray) -> dict:
+    """The policy's choices against the per-state oracle and against every single fixed template."""
+    return {
+        "policy": outcome_metrics(table, states, choices),
+        "oracle": outcome_metrics(table, states, oracle_choices(table, states)),
+        "fixed": {
+            name: outcome_metrics(table, states, np.full(len(states), k)) for k, name in enumerate(table.templates)
+        },
+    }
+
+
+def config_data(config: TrainConfig) -> dict:
+    return dataclasses.asdict(config)
+
+
+# ---------------------------------------------------------------- the whole run
+
+
+@dataclass
+class TrainResult:
+    state: train_state.TrainState
+    history: list[float]  # mean loss per epoch
+    heldout: dict | None  # heldout_report on the held-out tasks; None without a hold-out
+    train_tasks: int
+    heldout_tasks: int
+    samples: int  # logged runs trained on
+
+
+def train_policy(rows, templates: tuple[str, ...], config: TrainConfig, embed, scale: float, progress=None) -> TrainResult:
+    """Train on the rows of the training tasks and report on the held-out ones.
+
+    `embed` maps a list of task texts to their embeddings; `scale` is the
+    budget that maps to 1.0.
+    """
+    table = build_table(rows, templates, config.reward)
+    train_ids, held_ids = split_tasks(table.task_ids, config.holdout, config.seed)
+    in_train = np.array([table.task_ids[s] in train_ids for s in table.sample_state], dtype=bool)
+    samples = np.flatnonzero(in_train)
+    if not len(samples):
+        raise ValueError("the data has no run of a feasible template on a training task to learn from")
+    embeddings = embed(table.texts)
+    state, history = fit(sample_batches(table, embeddings, scale, samples), len(templates), config, progress)
+    held = np.array([s for s, task in enumerate(table.task_ids) if task in held_ids], dtype=np.int64)
+    heldout = None
+    if len(held):
+        choices = policy_choices(
+            state.params, state.apply_fn, embeddings[held], budget_feature(table.budgets[held], scale), table.feasible[held]
+        )
+        heldout = heldout_report(table, held, choices)
+    return TrainResult(state, history, heldout, len(train_ids), len(held_ids), len(samples))
+
+
+def checkpoint_metadata(
+    system, embedding: str, scale: float, config: TrainConfig, data_path: str, rows: int, result: TrainResult
+) -> dict:
+    """What `bamasc train` records beside the parameters (docs/policy.md): what they fit and how well."""
+    from bamasc.policy.data import file_sha256
+    from bamasc.policy.features import EMBEDDING_DIM
+
+    settings = config_data(config)
+    return {
+        "system": system.name,
+        "templates": list(system.topologies),
+        "embedding_model": embedding,
+        "embedding_dim": EMBEDDING_DIM,
+        "budget_scale": scale,
+        "reward": settings["reward"],
+        "network": {"hidden": config.hidden, "depth": config.depth},
+        "config": settings,
+        "data": os.path.basename(data_path),
+        "data_sha256": file_sha256(data_path),
+        "rows": rows,
+        "samples": result.samples,
+        "tasks": {"train": result.train_tasks, "heldout": result.heldout_tasks},
+        "final_loss": round(result.history[-1], 6),
+        "heldout": result.heldout,
+    }
+
+
+def report_text(heldout: dict) -> str:
+    """The held-out table `bamasc train` prints: the policy, the oracle and every fixed template."""
+    rows = [("policy", heldout["policy"]), ("oracle", heldout["oracle"])]
+    rows += [(f"fixed {name}", metrics) for name, metrics in heldout["fixed"].items()]
+    width = max(len(name) for name, _ in rows)
+
+    def cell(value, form):
+        return "-" if value is None else format(value, form)
+
+    lines = [f"{'held-out'.ljust(width)}  {'reward':>8}  {'success':>8}  {'mean cost':>10}"]
+    for name, m in rows:
+        lines.append(
+            f"{name.ljust(width)}  {cell(m['reward'], '8.3f')}  {cell(m['success_rate'], '8.1%')}  "
+            f"{cell(m['mean_cost'], '8.1f')} µ$"
+        )
+    return "\n".join(lines)
