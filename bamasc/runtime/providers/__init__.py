@@ -76,10 +76,9 @@ def _real_provider(model, env: Mapping[str, str]) -> Provider:
             model.name, model.model_id, api_key=_api_key(model, env, default_env=True), base_url=model.base_url
         )
     if model.provider == "llamacpp":
-        raise ProviderError(
-            f"model '{model.name}' uses provider llamacpp, but the local model provider is not installed yet",
-            kind="client",
-        )
+        from bamasc.runtime.providers.llamacpp_provider import LlamaCppProvider
+
+        return LlamaCppProvider(model.name, model.model_id, context=model.context, max_output=model.max_output)
     raise ProviderError(f"model '{model.name}' has an unknown provider '{model.provider}'", kind="client")
 
 
