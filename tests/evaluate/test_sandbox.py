@@ -161,7 +161,10 @@ def test_a_memory_bomb_meets_the_memory_limit(level):
     source = "blocks = []\nwhile True:\n    blocks.append(bytearray(32 * 2**20))\n"
     outcome, elapsed = run(source, level, memory=256 * 2**20, wall_time=10.0)
     assert outcome.verdict == "memory"
-    assert outcome.max_rss < 300 * 2**20
+    # The program itself hit the address-space limit. (ru_maxrss is no use here: a
+    # forked child's high-water mark starts at its parent's size, and the test
+    # process may be large after the policy tests.)
+    assert "memory limit of 256 MiB" in outcome.detail
     assert elapsed < 5.0
     assert_clean(outcome)
 
