@@ -354,20 +354,27 @@ def _load_plan_or_report(report: Report, path: str):
         return None
 
 
+def _plan_and_program(report: Report, args):
+    """(plan, program) from a plan JSON (loaded and re-verified) or a .bam file (compiled now)."""
+    if args.file.endswith(".json"):
+        if args.budget is not None:
+            report.usage("--budget needs a .bam file: a plan is compiled for its budget")
+            return None
+        return _load_plan_or_report(report, args.file)
+    result = _compile(report, args.file, args.system, args.budget, "lexicographic")
+    if result is None or result.plan is None:
+        return None
+    return result.plan, result.program
+
+
 def run_explain(args) -> int:
     from bamasc.optimize.explain import explain_text
 
     report = Report()
-    if args.file.endswith(".json"):
-        loaded = _load_plan_or_report(report, args.file)
-        if loaded is None:
-            return report.exit_code
-        plan, program = loaded
-    else:
-        result = _compile(report, args.file, args.system, args.budget, "lexicographic")
-        if result is None or result.plan is None:
-            return report.exit_code
-        plan, program = result.plan, result.program
+    loaded = _plan_and_program(report, args)
+    if loaded is None:
+        return report.exit_code
+    plan, program = loaded
     try:
         system = plan.system(args.system)
         print(explain_text(plan, system, program, args.template))
@@ -417,19 +424,10 @@ def run_exec(args) -> int:
     from bamasc.runtime.retry import RetryPolicy
 
     report = Report()
-    if args.file.endswith(".json"):
-        if args.budget is not None:
-            report.usage("--budget needs a .bam file: a plan is compiled for its budget")
-            return report.exit_code
-        loaded = _load_plan_or_report(report, args.file)
-        if loaded is None:
-            return report.exit_code
-        plan, program = loaded
-    else:
-        result = _compile(report, args.file, args.system, args.budget, "lexicographic")
-        if result is None or result.plan is None:
-            return report.exit_code
-        plan, program = result.plan, result.program
+    loaded = _plan_and_program(report, args)
+    if loaded is None:
+        return report.exit_code
+    plan, program = loaded
     if args.task is not None:
         tasks = [Task("task", args.task)]
     else:
