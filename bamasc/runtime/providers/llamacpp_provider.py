@@ -184,14 +184,18 @@ def context_size(name: str, info: GGUFInfo, declared: int | None, max_output: in
     if declared is not None:
         if trained and declared > trained:
             raise _client(
-                name, f"declares context = {declared}, but its GGUF model was trained for {trained} tokens; lower it to {trained} or less"
+                name,
+                f"declares context = {declared}, but its GGUF model was trained for {trained} tokens; "
+                f"lower it to {trained} or less",
             )
         window = declared
     else:
         window = min(trained, DEFAULT_CONTEXT_CAP) if trained else DEFAULT_CONTEXT_CAP
     if max_output is not None and max_output >= window:
         raise _client(
-            name, f"max_output = {max_output} leaves no room for a prompt in its {window}-token context; lower max_output or raise context"
+            name,
+            f"max_output = {max_output} leaves no room for a prompt in its {window}-token context; "
+            "lower max_output or raise context",
         )
     return window
 
