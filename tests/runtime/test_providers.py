@@ -293,10 +293,10 @@ def test_dispatch_to_offline_providers(tmp_path):
     assert isinstance(make_provider(model("openai"), cassette=str(cassette), env={}), ReplayProvider)
 
 
-def test_llamacpp_is_not_installed_yet():
+def test_a_llamacpp_name_that_is_no_bundled_model_nor_a_file_is_a_client_error():
     with pytest.raises(ProviderError) as caught:
-        make_provider(model("llamacpp"))
-    assert caught.value.kind == "client" and "not installed" in str(caught.value)
+        make_provider(model("llamacpp"))  # named "gpt-4o-mini": neither bundled nor a .gguf path
+    assert caught.value.kind == "client" and "not installed as a local model" in str(caught.value)
 
 
 def test_importing_providers_loads_no_sdk():
