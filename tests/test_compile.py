@@ -165,3 +165,18 @@ def test_sweep_table_and_plot(workspace, capsys):
     lines = [line for line in out.splitlines() if line[:4].strip().isdigit()]
     assert len(lines) >= 8  # one row per budget (250, 500, ..., 2000)
     assert plot.read_bytes()[:4] == b"\x89PNG" and plot.stat().st_size > 10000
+
+
+def test_a_retrained_policy_makes_the_plan_stale(workspace):
+    source = workspace / "gsm8k.bam"
+    source.write_text(source.read_text().replace("select       = strongest", 'select       = policy("policy.msgpack")', 1))
+    checkpoint = workspace / "policy.msgpack"
+    checkpoint.write_bytes(b"first training")
+    plan_path = workspace / "plan.json"
+    assert main(["compile", str(source), "--system", "gsm8k", "-o", str(plan_path)]) == 0
+    recorded = json.loads(plan_path.read_text())["systems"][0]["selection"]
+    assert recorded["policy"] == "policy.msgpack" and len(recorded["policy_sha256"]) == 64
+    load_plan(str(plan_path))
+    checkpoint.write_bytes(b"second training")
+    with pytest.raises(StalePlanError, match="policy checkpoint of system 'gsm8k'"):
+        load_plan(str(plan_path))

@@ -67,9 +67,27 @@ def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> S
             # A policy picks per task at run time; until then the strongest feasible template is the default.
             "selected": selected.template if selected else None,
             "policy": system.select.path,
+            "policy_sha256": _checkpoint_sha256(system),
         },
         templates=tuple(template_plan(b) for b in found),
     )
+
+
+def checkpoint_path(system) -> str | None:
+    """The file `select = policy("PATH")` names, relative to the file that declares the system."""
+    path = system.select.path
+    if not path:
+        return None
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(system.span.file)), path))
+
+
+def _checkpoint_sha256(system) -> str | None:
+    """The policy checkpoint's hash, so a plan is known stale when the policy is retrained."""
+    path = checkpoint_path(system)
+    if path is None or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
 
 
 def template_plan(binding: TemplateBinding) -> TemplatePlan:

@@ -50,8 +50,23 @@ def load_plan(path: str) -> tuple[Plan, object]:
         )
     if program is None:
         raise StalePlanError(f"{path}: its source {plan.root} no longer compiles; fix it and recompile")
+    _check_policies(plan, program, path)
     verify_plan(plan, program)
     return plan, program
+
+
+def _check_policies(plan: Plan, program, path: str) -> None:
+    """A plan compiled with a policy checkpoint is stale once that checkpoint changes."""
+    from bamasc.plan.build import _checkpoint_sha256
+
+    for system in plan.systems:
+        recorded = system.selection.get("policy_sha256")
+        if recorded and system.name in program.systems:
+            if _checkpoint_sha256(program.systems[system.name]) != recorded:
+                raise StalePlanError(
+                    f"{path} is stale: the policy checkpoint of system '{system.name}' "
+                    f"({system.selection.get('policy')}) changed since it was compiled. Recompile it."
+                )
 
 
 def _changed_sources(plan: Plan, plan_dir: str) -> list[str]:
