@@ -106,6 +106,15 @@ def load(path: str, kind: str, skip_bad: bool = False, split: str | None = None)
     return Dataset(kind, path, items, problems)
 
 
+def item_from_row(kind: str, row: dict, default_id: str = "1") -> Item:
+    """One row of a `kind` dataset as an item; raises DatasetError naming the field at fault."""
+    parse = {"gsm8k": _gsm8k_item, "mbpp": _mbpp_item, "math": _math_item}[kind]
+    try:
+        return parse(row, default_id, "row")
+    except _Bad as bad:
+        raise DatasetError(f"row {default_id}: {bad.field or 'row'}: {bad.message}") from None
+
+
 def _report(problem: Problem, problems: list[Problem], skip_bad: bool) -> None:
     if not skip_bad:
         raise DatasetError(problem)

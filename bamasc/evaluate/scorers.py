@@ -354,6 +354,20 @@ def score_items(kind: str, pairs, limits=None, concurrency: int = 2, isolation: 
     return verdicts
 
 
+def score(answer_kind: str, output: str | None, row: dict) -> bool:
+    """Is `output` right for one dataset `row`? The system's `answer` kind picks the scorer
+    (number: GSM8K, boxed: MATH, code: MBPP in the sandbox); `bamasc collect` calls this."""
+    from bamasc.evaluate.datasets import item_from_row
+
+    kind = answer_kind_dataset(answer_kind)
+    if kind is None:  # text answers: the whole output against the row's `answer`, spacing ignored
+        reference = row.get("answer")
+        if not isinstance(reference, str):
+            raise ValueError("a text answer is scored against the row's 'answer' field, which this row lacks")
+        return output is not None and " ".join(output.split()) == " ".join(reference.split())
+    return score_items(kind, [(item_from_row(kind, row), output)])[0].correct
+
+
 def answer_kind_dataset(answer: str) -> str | None:
     """The dataset kind a system's `answer` kind scores as: number -> gsm8k, code -> mbpp, boxed -> math."""
     return {"number": "gsm8k", "code": "mbpp", "boxed": "math"}.get(answer)

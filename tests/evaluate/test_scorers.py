@@ -178,3 +178,16 @@ def test_missing_and_empty_code_are_wrong_without_running():
     items = dataset("mbpp.jsonl", "mbpp").items[:2]
     verdicts = score_items("mbpp", [(items[0], None), (items[1], "   ")])
     assert [v.detail for v in verdicts] == ["no prediction", "no prediction"]
+
+
+def test_score_one_row_by_the_systems_answer_kind():
+    from bamasc.evaluate.scorers import score
+
+    gsm8k_row = {"question": "q", "answer": "work\n#### 1,234"}
+    assert score("number", "so #### 1234", gsm8k_row)
+    assert not score("number", "so #### 1235", gsm8k_row)
+    assert score("boxed", "it is \\boxed{\\frac12}", {"problem": "p", "solution": "so \\boxed{0.5}"})
+    mbpp_row = {"task_id": 11, "text": "add one", "code": "def f(x): return x + 1", "test_list": ["assert f(1) == 2"]}
+    assert score("code", "```python\ndef f(x):\n    return x + 1\n```", mbpp_row)
+    assert not score("code", "```python\ndef f(x):\n    return x\n```", mbpp_row)
+    assert score("text", "  Paris ", {"answer": "Paris"})
