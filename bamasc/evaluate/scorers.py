@@ -19,7 +19,7 @@ import math
 import re
 
 from bamasc.records import record
-from bamasc.runtime.extract import extract_code, extract_number, last_boxed
+from bamasc.runtime.extract import extract_code, extract_number, last_boxed, matching_brace
 
 # Seconds an MBPP program may run: its asserts take milliseconds; a loop that never ends is wrong.
 CODE_TIMEOUT = 5.0
@@ -117,7 +117,7 @@ def _fix_fracs(text: str) -> str:
     for piece in pieces[1:]:
         out += "\\frac"
         if piece.startswith("{"):
-            close = _closing(piece, 0)
+            close = matching_brace(piece, 0)
             if close is None:
                 return text
             numerator, rest = piece[: close + 1], piece[close + 1 :]
@@ -132,18 +132,6 @@ def _fix_fracs(text: str) -> str:
         else:
             return text
     return out
-
-
-def _closing(text: str, start: int) -> int | None:
-    depth = 0
-    for index in range(start, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return index
-    return None
 
 
 def _trim_decimal(text: str) -> str:

@@ -98,6 +98,19 @@ def _end_progress_line() -> None:
         print(file=sys.stderr)
 
 
+def _checked_system(report, path: str, name: str | None):
+    """The named (or only) system of a checked .bam file, or None once the problems are printed."""
+    from bamasc.cli import _print_diagnostics
+    from bamasc.compiler import check_file
+
+    program, diagnostics, sources = check_file(path)
+    report.add(diagnostics)
+    _print_diagnostics(diagnostics, sources)
+    if program is None:
+        return None
+    return _system(report, program, name)
+
+
 def _usable_file(report, path: str) -> bool:
     if not os.path.isfile(path):
         report.usage(f"no such file: {path}")
@@ -111,8 +124,7 @@ def _usable_file(report, path: str) -> bool:
 def run_collect(args) -> int:
     import asyncio
 
-    from bamasc.cli import Report, _print_diagnostics, _progress_bar
-    from bamasc.compiler import check_file
+    from bamasc.cli import Report, _progress_bar
     from bamasc.policy.data import CollectOptions, OfflineDataError, collect, read_scored_tasks
     from bamasc.runtime.execute import DatasetError
     from bamasc.runtime.providers.base import ProviderError
@@ -121,12 +133,7 @@ def run_collect(args) -> int:
     report = Report()
     if not (_usable_file(report, args.file) and _usable_file(report, args.dataset)):
         return report.exit_code
-    program, diagnostics, sources = check_file(args.file)
-    report.add(diagnostics)
-    _print_diagnostics(diagnostics, sources)
-    if program is None:
-        return report.exit_code
-    system = _system(report, program, args.system)
+    system = _checked_system(report, args.file, args.system)
     if system is None:
         return report.exit_code
     budgets = args.budgets or sorted(set(system.budgets or ((system.budget,) if system.budget else ())))
@@ -196,8 +203,7 @@ def _plans(report, path: str, system: str, budgets) -> dict | None:
 def run_train(args) -> int:
     import time
 
-    from bamasc.cli import Report, _print_diagnostics, _progress_bar
-    from bamasc.compiler import check_file
+    from bamasc.cli import Report, _progress_bar
     from bamasc.policy.data import OfflineDataError, read_rows
 
     report = Report()
@@ -206,12 +212,7 @@ def run_train(args) -> int:
     if args.output.endswith(".json"):
         report.usage(f"name the checkpoint e.g. policy.msgpack, not {args.output}: its metadata is written beside it as .json")
         return report.exit_code
-    program, diagnostics, sources = check_file(args.file)
-    report.add(diagnostics)
-    _print_diagnostics(diagnostics, sources)
-    if program is None:
-        return report.exit_code
-    system = _system(report, program, args.system)
+    system = _checked_system(report, args.file, args.system)
     if system is None:
         return report.exit_code
     try:

@@ -16,15 +16,21 @@ def last_boxed(text: str) -> str | None:
     start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
     if start < 0:
         return None
-    i = text.index("{", start) + 1
-    depth = 1
-    for j in range(i, len(text)):
-        if text[j] == "{":
+    opening = text.index("{", start)
+    closing = matching_brace(text, opening)
+    return None if closing is None else text[opening + 1 : closing].strip()
+
+
+def matching_brace(text: str, start: int) -> int | None:
+    """The index of the `}` that closes the `{` at `start` (nested braces counted), or None."""
+    depth = 0
+    for index in range(start, len(text)):
+        if text[index] == "{":
             depth += 1
-        elif text[j] == "}":
+        elif text[index] == "}":
             depth -= 1
             if depth == 0:
-                return text[i:j].strip()
+                return index
     return None
 
 

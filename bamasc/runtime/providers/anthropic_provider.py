@@ -9,9 +9,7 @@ import anthropic
 from bamasc.runtime.providers.base import (
     Completion,
     Message,
-    ProviderError,
     malformed_error,
-    scrub,
     sdk_error,
 )
 
@@ -65,12 +63,14 @@ class AnthropicProvider:
                 response = await self._client.messages.create(**request, timeout=timeout)
         except Exception as error:
             failure = sdk_error(
-                error, anthropic, provider=PROVIDER, model=self.name, timeout=timeout, secret=self._api_key
+                error,
+                anthropic,
+                provider=PROVIDER,
+                model=self.name,
+                timeout=timeout,
+                secret=self._api_key,
+                base_error=anthropic.AnthropicError,
             )
-            if failure is None and isinstance(error, anthropic.AnthropicError):
-                failure = ProviderError(
-                    f"{PROVIDER} model '{self.name}' failed: {scrub(str(error), self._api_key)}", kind="client"
-                )
             if failure is None:
                 raise
             raise failure from None

@@ -254,11 +254,13 @@ def sdk_error(
     model: str,
     timeout: float,
     secret: str | None,
+    base_error: type | None = None,
 ) -> ProviderError | None:
     """The ProviderError for an exception out of a Stainless-generated SDK call (`openai`, `anthropic`).
 
-    `sdk` is the SDK module; both name their exceptions alike. Returns None for
-    an exception that is no provider failure (a bug to let through).
+    `sdk` is the SDK module; both name their exceptions alike. Any other
+    exception of the SDK's `base_error` class is a client error. Returns None
+    for an exception that is no provider failure (a bug to let through).
     """
     if isinstance(error, TimeoutError):  # the caller's overall deadline
         return transport_error(error, provider=provider, model=model, timeout=timeout, timed_out=True)
@@ -280,6 +282,8 @@ def sdk_error(
         return malformed_error(provider=provider, model=model, detail=f"the body is not JSON ({error.msg})")
     if is_transport_error(error):  # raised while the SDK read a body it did not wrap
         return transport_error(error, provider=provider, model=model, timeout=timeout)
+    if base_error is not None and isinstance(error, base_error):
+        return ProviderError(f"{provider} model '{model}' failed: {scrub(str(error), secret)}", kind="client")
     return None
 
 

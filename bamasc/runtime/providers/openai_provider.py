@@ -10,9 +10,7 @@ import openai
 from bamasc.runtime.providers.base import (
     Completion,
     Message,
-    ProviderError,
     malformed_error,
-    scrub,
     sdk_error,
 )
 from bamasc.runtime.tokens import exact_prompt_tokens
@@ -79,12 +77,14 @@ class OpenAIProvider:
                 response = await self._client.chat.completions.create(**request, timeout=timeout)
         except Exception as error:
             failure = sdk_error(
-                error, openai, provider=PROVIDER, model=self.name, timeout=timeout, secret=self._api_key
+                error,
+                openai,
+                provider=PROVIDER,
+                model=self.name,
+                timeout=timeout,
+                secret=self._api_key,
+                base_error=openai.OpenAIError,
             )
-            if failure is None and isinstance(error, openai.OpenAIError):
-                failure = ProviderError(
-                    f"{PROVIDER} model '{self.name}' failed: {scrub(str(error), self._api_key)}", kind="client"
-                )
             if failure is None:
                 raise
             raise failure from None
