@@ -33,6 +33,11 @@ QUALITY_TOLERANCE = 1e-7
 """Total-quality differences below this count as ties."""
 
 _MAX_BUDGET_RETRIES = 50
+PRESOLVE_UP_TO_COLUMNS = 20
+"""HiGHS's MIP presolve settles models this small outright (the paper's pool:
+0.3 ms a solve with it, 0.6 ms without); from about 20 seat columns on it costs
+more than it saves on the lexicographic solves (5 models x 3 slots: 15 ms
+against 4 ms)."""
 
 
 @dataclass(frozen=True)
@@ -219,24 +224,63 @@ class SeatIlp:
         return [float(value_of_seat(s, k, m)) for s, k, m in self.seats]
 
 
-def formulate(problem: SeatProblem) -> SeatIlp:
-    """Build the ILP's columns and rows (see ARCHITECTURE.md, "Binding models to slots")."""
-    models = len(problem.tiers)
+def offered_models(problem: SeatProblem) -> tuple[tuple[int, ...], ...]:
+    """Per slot, the models a binding needs to consider there, strongest first.
+
+    Walking a slot's strength order, a model is left out when the last model kept
+    has the same tier and costs no more at every instance. A binding that uses
+    the left-out model can give those seats to the kept one instead: the models
+    between the two in the order were left out too, so the instances stay
+    strongest first; tier counts, and with them every require row and
+    min_agents, stay the same; quality does not fall (within a tier the order
+    puts higher quality first); cost does not rise. So some best binding uses
+    offered models only, and the ILP shrinks (at 50 models x 20 slots of the
+    solver benchmark, from 50 models per slot to 7 to 17). The swap could land on
+    an excluded binding, so a problem with excluded bindings offers every model.
+    """
+    offered = []
+    for s in range(len(problem.slot_names)):
+        kept: list[int] = []
+        for m in problem.strength_order(s):
+            if kept and not problem.excluded and _dominates(problem, s, kept[-1], m):
+                continue
+            kept.append(m)
+        offered.append(tuple(kept))
+    return tuple(offered)
+
+
+def _dominates(problem: SeatProblem, slot: int, kept: int, model: int) -> bool:
+    return problem.tiers[kept] == problem.tiers[model] and all(
+        row[kept] <= row[model] for row in problem.cost[slot]
+    )
+
+
+def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
+    """Build the ILP's columns and rows (see ARCHITECTURE.md, "Binding models to slots").
+
+    Columns are the seats of `offered_models`; drop_dominated=False offers every
+    model everywhere, the full formulation (the solver benchmark's baseline).
+    """
+    if drop_dominated:
+        offered = offered_models(problem)
+    else:
+        offered = tuple(problem.strength_order(s) for s in range(len(problem.slot_names)))
     seats = tuple(
-        (s, k, m) for s in range(len(problem.slot_names)) for k in range(problem.hi[s]) for m in range(models)
+        (s, k, m) for s in range(len(problem.slot_names)) for k in range(problem.hi[s]) for m in offered[s]
     )
     column = {seat: j for j, seat in enumerate(seats)}
     rows: list[LinearRow] = []
     inf = math.inf
 
     def instance(s: int, k: int) -> list[int]:
-        return [column[s, k, m] for m in range(models)]
+        return [column[s, k, m] for m in offered[s]]
 
     for s, name in enumerate(problem.slot_names):
-        top_rank = models - 1
-        rank = {m: r for r, m in enumerate(problem.strength_order(s))}
+        models = offered[s]
+        width = len(models)
+        top_rank = width - 1
         for k in range(problem.hi[s]):
-            rows.append(LinearRow(f"seat[{name}]", tuple(instance(s, k)), (1.0,) * models, -inf, 1.0))
+            rows.append(LinearRow(f"seat[{name}]", tuple(instance(s, k)), (1.0,) * width, -inf, 1.0))
             if k + 1 == problem.hi[s]:
                 continue
             # a_{s,k+1} <= a_{s,k}: instances fill in order.
@@ -244,15 +288,14 @@ def formulate(problem: SeatProblem) -> SeatIlp:
                 LinearRow(
                     f"fill[{name}]",
                     (*instance(s, k + 1), *instance(s, k)),
-                    (1.0,) * models + (-1.0,) * models,
+                    (1.0,) * width + (-1.0,) * width,
                     -inf,
                     0.0,
                 )
             )
-            # rank_k <= rank_{k+1} + top_rank·(1 - a_{s,k+1}): instance k is not weaker than k+1.
-            values = tuple(float(rank[m]) for m in range(models)) + tuple(
-                float(top_rank - rank[m]) for m in range(models)
-            )
+            # rank_k <= rank_{k+1} + top_rank·(1 - a_{s,k+1}): instance k is not weaker
+            # than k+1. `models` is strongest first, so a model's rank is its position.
+            values = tuple(float(r) for r in range(width)) + tuple(float(top_rank - r) for r in range(width))
             rows.append(
                 LinearRow(
                     f"order[{name}]", (*instance(s, k), *instance(s, k + 1)), values, -inf, float(top_rank)
@@ -348,12 +391,41 @@ def _objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_break: bool
         tiers = [_Objective(ilp.column_vector(lambda s, k, m: -weight[problem.tiers[m]]), 0.5)]
     else:
         raise ValueError(f"method must be 'lexicographic' or 'weights', got {method!r}")
-    if not tie_break:
+    if not tie_break or _tiers_fix_the_seats(ilp, problem):
         return tiers
     # The paper's weights rank tiers only; quality and then cost break ties here.
-    quality = _Objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
     cost = _Objective(ilp.column_vector(lambda s, k, m: problem.cost[s][k][m]), 0.0)
+    if _quality_follows_tiers(problem, ilp):
+        return [*tiers, cost]
+    quality = _Objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
     return [*tiers, quality, cost]
+
+
+def _tiers_fix_the_seats(ilp: SeatIlp, problem: SeatProblem) -> bool:
+    """Whether the tier counts leave one binding: one slot, whose models all differ in tier.
+
+    Then instances are filled strongest first with one model per tier, and quality
+    and cost have nothing left to decide (the paper's one-executor pool).
+    """
+    slots = {s for s, _, _ in ilp.seats}
+    if len(slots) > 1:
+        return False
+    models = {m for _, _, m in ilp.seats}
+    return len({problem.tiers[m] for m in models}) == len(models)
+
+
+def _quality_follows_tiers(problem: SeatProblem, ilp: SeatIlp) -> bool:
+    """Whether every seat of a tier has the same quality, in every slot.
+
+    Then total quality is a sum over tier counts, fixed once the tier objectives
+    are, and solving for it would only repeat their answer (the common case: no
+    `quality` declared, 1.0 everywhere).
+    """
+    quality_of_tier: dict[int, float] = {}
+    for s, _, m in ilp.seats:
+        if quality_of_tier.setdefault(problem.tiers[m], problem.quality[s][m]) != problem.quality[s][m]:
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -362,6 +434,10 @@ def _objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_break: bool
 
 _HIGHS_OPTIONS = (
     ("output_flag", False),
+    # One thread: these MIPs take a few milliseconds, and waiting on HiGHS's
+    # second worker (root analytic centre, symmetry detection) cost more than it
+    # saved, up to 20-40 ms a solve whenever another process held the other core.
+    ("threads", 1),
     ("mip_rel_gap", 0.0),
     ("mip_abs_gap", 1e-9),
     ("random_seed", 0),
@@ -410,20 +486,23 @@ def _optimise(
     ilp: SeatIlp,
     objectives: list[_Objective],
     *,
-    native: bool,
+    native: bool = False,
+    presolve: bool = False,
     time_limit: float | None = None,
 ) -> tuple[Seat, ...] | None:
     """Minimise the objectives lexicographically; the chosen seats, or None if infeasible.
 
-    native=True hands all objectives to HiGHS's multi-objective mode (falling
-    back to separate solves where highspy lacks it); native=False solves them
-    one at a time, fixing each optimum with a row.
+    native=False solves them one at a time, fixing each optimum with a row, with
+    HiGHS's presolve on or off; native=True hands all objectives to HiGHS's
+    multi-objective mode (presolve always off there; separate solves where
+    highspy lacks the mode).
     """
     if not ilp.seats:
         # HiGHS reports an empty model as an error status; decide it here.
         return () if all(r.lower <= 0.0 <= r.upper for r in ilp.rows) else None
     highs = _new_highs(time_limit)
     _load(highs, ilp)
+    highs.setOptionValue("presolve", "on" if presolve else "off")
     if native and hasattr(highs, "addLinearObjective"):
         values = _run_native(highs, objectives)
     else:
@@ -456,7 +535,7 @@ def _run_native(highs, objectives: list[_Objective]):
         linear.rel_tolerance = -1.0  # < 0 switches the relative bound off
         linear.priority = len(objectives) - position  # higher priority is solved first
         _check(highs.addLinearObjective(linear), "addLinearObjective")
-    highs.run()
+    _run(highs)
     return _solution_or_none(highs)
 
 
@@ -480,7 +559,7 @@ def _run_sequential(highs, objectives: list[_Objective], time_limit: float | Non
         highs.changeColsCost(n, columns, coefficients)
         if deadline is not None:
             highs.setOptionValue("time_limit", max(0.0, deadline - time.monotonic()))
-        highs.run()
+        _run(highs)
         values = _solution_or_none(highs)
         if values is None:
             return None
@@ -495,6 +574,18 @@ def _run_sequential(highs, objectives: list[_Objective], time_limit: float | Non
                 coefficients[nonzero],
             )
     return values
+
+
+def _run(highs) -> None:
+    """highs.run(), restarting HiGHS's task scheduler if it was started with another thread count."""
+    import highspy
+
+    if highs.run() == highspy.HighsStatus.kError and highs.getModelStatus() == highspy.HighsModelStatus.kNotset:
+        # HiGHS keeps one scheduler per process, sized by the first run in it;
+        # a run that asks for another number of threads fails until it is reset
+        # (another highspy user in the same process may have started it).
+        highs.resetGlobalScheduler(True)
+        highs.run()
 
 
 def _solution_or_none(highs):
@@ -527,25 +618,29 @@ def solve(
     method: Literal["lexicographic", "weights"] = "lexicographic",
     *,
     tie_break: bool = True,
+    native: bool = False,
     time_limit: float | None = None,
 ) -> Binding | None:
     """The best binding, or None when none is feasible.
 
     Best means most tier-1 seats, then most tier-2 seats, ..., then the highest
-    total quality, then the lowest cost. "lexicographic" solves that order with
-    HiGHS's native multi-objective mode and is exact at any scale; "weights" uses
-    the paper's single weighted tier objective (see `tier_weights`) and raises
-    ValueError where those weights are not exact. tie_break=False stops after the
-    tier objective(s), like the paper's single solve: quality and cost are then
-    whatever the solver happened to find. time_limit (seconds, per HiGHS run)
-    raises TimeoutError when reached.
+    total quality, then the lowest cost. "lexicographic" solves that order one
+    objective at a time, fixing each optimum with a row before the next, and is
+    exact at any scale; native=True hands the same objectives to HiGHS's
+    multi-objective mode instead (same bindings; slower on these models).
+    "weights" uses the paper's single weighted tier objective (see
+    `tier_weights`) and raises ValueError where those weights are not exact.
+    tie_break=False stops after the tier objective(s), like the paper's single
+    solve: quality and cost are then whatever the solver happened to find.
+    time_limit (seconds, per HiGHS run) raises TimeoutError when reached.
     """
     ilp = formulate(problem)
     objectives = _objectives(problem, ilp, method, tie_break)
     for _ in range(_MAX_BUDGET_RETRIES):
         # The weighted objective solves faster with presolve (1.6x and 4.6x on two
-        # 50x20 instances), which only the one-at-a-time path can use safely.
-        seats = _optimise(ilp, objectives, native=method == "lexicographic", time_limit=time_limit)
+        # 50x20 instances); the native mode must run without it (see _run_native).
+        presolve = method == "weights" or len(ilp.seats) <= PRESOLVE_UP_TO_COLUMNS
+        seats = _optimise(ilp, objectives, native=native, presolve=presolve, time_limit=time_limit)
         if seats is None:
             return None
         broken = violations(problem, seats)

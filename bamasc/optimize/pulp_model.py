@@ -1,51 +1,83 @@
-"""The seat ILP built with PuLP and solved by CBC with the paper's single weighted objective.
+"""The seat ILP built with PuLP and solved by CBC, the BAMAS paper's solver.
 
 Only the solver benchmark uses this: it is the baseline the HiGHS adapter is
-measured against. It shares the rows of `ilp.formulate`, so both solvers see the
-same ILP. There is no tie-break on quality or cost, as in the paper.
+measured against. It takes its rows and objectives from `ilp.formulate` and
+`ilp._objectives`, so CBC solves exactly the ILPs HiGHS solves: the paper's
+single weighted tier objective, or the lexicographic sequence (one ILP per
+objective, each optimum fixed by a row before the next) that bamasc runs by
+default.
 """
 
 from __future__ import annotations
 
 import math
+import time
+import warnings
+from typing import Literal
 
-from bamasc.optimize.ilp import Binding, SeatProblem, evaluate, formulate, tier_weights
+from bamasc.optimize.ilp import Binding, SeatProblem, _objectives, evaluate, formulate
 
 
-def solve_with_cbc(problem: SeatProblem, *, time_limit: float | None = None) -> Binding | None:
-    """Maximise Σ W_tier · x with CBC; None when infeasible.
+def solve_with_cbc(
+    problem: SeatProblem,
+    method: Literal["lexicographic", "weights"] = "weights",
+    *,
+    tie_break: bool = False,
+    drop_dominated: bool = True,
+    time_limit: float | None = None,
+) -> Binding | None:
+    """The best binding by CBC; None when infeasible.
 
-    Raises TimeoutError when CBC stops at time_limit (seconds) without proving
-    its binding optimal.
+    method and tie_break mean what they mean for `ilp.solve`; the default is the
+    paper's setup, one weighted objective and no tie-break. drop_dominated=False
+    solves the full formulation (every model offered in every slot). Raises
+    TimeoutError when CBC stops at time_limit (seconds, for the whole solve)
+    without proving its binding optimal.
     """
     import pulp
 
-    ilp = formulate(problem)
-    weight = dict(zip(problem.tier_levels, tier_weights(problem), strict=True))
-    model = pulp.LpProblem("seats", pulp.LpMaximize)
-    x = [pulp.LpVariable(f"x_{s}_{k}_{m}", cat=pulp.LpBinary) for s, k, m in ilp.seats]
-    model += pulp.LpAffineExpression(
-        [(x[j], weight[problem.tiers[m]]) for j, (_, _, m) in enumerate(ilp.seats)]
-    )
+    ilp = formulate(problem, drop_dominated=drop_dominated)
+    model = pulp.LpProblem("seats", pulp.LpMinimize)
+    x = [model.add_variable(f"x_{s}_{k}_{m}", 0, 1, cat=pulp.LpBinary) for s, k, m in ilp.seats]
+
+    def expression(columns, values):
+        return pulp.LpAffineExpression([(x[j], v) for j, v in zip(columns, values, strict=True) if v])
+
     for number, row in enumerate(ilp.rows):
-        expression = pulp.LpAffineExpression(
-            [(x[j], v) for j, v in zip(row.columns, row.values, strict=True)]
-        )
+        lhs = expression(row.columns, row.values)
         if row.lower == row.upper:
-            model += (expression == row.lower, f"r{number}")
+            model += (lhs == row.lower, f"r{number}")
         else:
             if row.lower > -math.inf:
-                model += (expression >= row.lower, f"r{number}_lo")
+                model += (lhs >= row.lower, f"r{number}_lo")
             if row.upper < math.inf:
-                model += (expression <= row.upper, f"r{number}_up")
-    model.solve(pulp.PULP_CBC_CMD(msg=False, gapRel=0.0, gapAbs=0.0, timeLimit=time_limit))
-    status = pulp.LpStatus[model.status]
-    if status == "Infeasible":
-        return None
-    # PuLP reports "Optimal" for any integer solution CBC returns, even one cut
-    # short by the time limit; sol_status tells the two apart.
-    if status != "Optimal" or model.sol_status != pulp.LpSolutionOptimal:
-        if time_limit is not None:
-            raise TimeoutError(f"CBC stopped at its {time_limit} s limit with status {status}")
-        raise RuntimeError(f"CBC stopped with status {status}")
+                model += (lhs <= row.upper, f"r{number}_up")
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    everything = range(len(ilp.seats))
+    objectives = _objectives(problem, ilp, method, tie_break)
+    for position, objective in enumerate(objectives):
+        model.setObjective(expression(everything, objective.coefficients))
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        with warnings.catch_warnings():
+            # PuLP 3.3 deprecates the CBC binary it bundles in favour of a separate
+            # package; the bundled one is what the paper's scripts ran.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = pulp.PULP_CBC_CMD(msg=False, gapRel=0.0, gapAbs=0.0, timeLimit=left)
+        model.solve(solver)
+        status = pulp.LpStatus[model.status]
+        if status == "Infeasible":
+            return None
+        # PuLP reports "Optimal" for any integer solution CBC returns, even one cut
+        # short by the time limit; sol_status tells the two apart.
+        if status != "Optimal" or model.sol_status != pulp.LpSolutionOptimal:
+            if time_limit is not None:
+                raise TimeoutError(f"CBC stopped at its {time_limit} s limit with status {status}")
+            raise RuntimeError(f"CBC stopped with status {status}")
+        if position + 1 == len(objectives):
+            break
+        optimum = math.fsum(c * (x[j].value() or 0.0) for j, c in enumerate(objective.coefficients))
+        model += (
+            expression(everything, objective.coefficients) <= optimum + objective.tolerance,
+            f"objective{position}",
+        )
     return evaluate(problem, [seat for seat, var in zip(ilp.seats, x, strict=True) if var.value() > 0.5])

@@ -287,3 +287,81 @@ def test_cost_tie_break_survives_the_highs_presolve_defect():
     assert binding.tier_counts == (5,)
     assert binding.cost == 50.0
     assert_same_objective(binding, brute_force(problem))
+
+
+def three_seat_slot(**changes) -> SeatProblem:
+    """One slot of up to two instances; m0..m2 share tier 1, m3 is tier 2."""
+    problem = SeatProblem(
+        slot_names=("worker",),
+        lo=(1,),
+        hi=(2,),
+        model_names=("best", "dearer", "cheap_first", "weak"),
+        tiers=(1, 1, 1, 2),
+        quality=((1.0, 0.9, 0.8, 1.0),),
+        cost=(((10.0, 12.0, 9.0, 30.0), (10.0, 12.0, 15.0, 30.0)),),
+        budget=25.0,
+    )
+    return replace(problem, **changes)
+
+
+def test_a_model_dominated_within_its_tier_is_not_offered():
+    problem = three_seat_slot()
+    # "dearer" is weaker than "best" and costs more everywhere; "cheap_first" is
+    # cheaper at instance 0, so it stays; "weak" is another tier, so it stays.
+    assert ilp.offered_models(problem) == ((0, 2, 3),)
+    assert {m for _, _, m in ilp.formulate(problem).seats} == {0, 2, 3}
+    assert len(ilp.formulate(problem, drop_dominated=False).seats) == 8
+    assert_same_objective(solve(problem), brute_force(problem))
+
+
+def test_excluded_bindings_offer_every_model():
+    # The cut may remove the binding a dominated model would have been swapped
+    # into, so nothing is dropped then.
+    problem = three_seat_slot(excluded=(((0, 0, 0), (0, 1, 0)),))
+    assert ilp.offered_models(problem) == ((0, 1, 2, 3),)
+    assert_same_objective(solve(problem), brute_force(problem))
+
+
+@PROPERTY
+@given(seat_problems())
+def test_dropping_dominated_models_keeps_the_best_objective(problem):
+    full = brute_force(problem)
+    offered = ilp.offered_models(problem)
+    narrowed = [
+        seats for seats in feasible_bindings(problem) if all(m in offered[s] for s, _, m in seats)
+    ]
+    best = max((evaluate(problem, seats) for seats in narrowed), key=lambda b: b.objective, default=None)
+    assert_same_objective(best, full)
+
+
+def test_solves_after_another_highspy_user_started_the_scheduler():
+    # HiGHS sizes one task scheduler per process at its first run; bamasc asks
+    # for one thread and must cope with a scheduler started with another count.
+    code = """
+import highspy, numpy as np
+from bamasc.optimize.ilp import SeatProblem, solve
+other = highspy.Highs()
+other.setOptionValue("output_flag", False)
+other.setOptionValue("threads", 2)
+other.addVar(0.0, 1.0)
+other.run()
+pool = SeatProblem(slot_names=("executor",), lo=(1,), hi=(5,), model_names=("strong", "weak"),
+                   tiers=(1, 2), cost=(((557.4, 203.6),) * 5,), budget=1625.0)
+print(solve(pool).tier_counts)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "(2, 2)"
+
+
+@settings(max_examples=15, deadline=None)
+@given(seat_problems())
+def test_cbc_solves_the_same_ilps(problem):
+    pytest.importorskip("pulp")
+    from bamasc.optimize.pulp_model import solve_with_cbc
+
+    lexicographic = solve_with_cbc(problem, "lexicographic", tie_break=True)
+    assert_same_objective(lexicographic, solve(problem))
+    weighted = solve_with_cbc(problem, drop_dominated=False) if problem.capacity <= 6 else lexicographic
+    assert (weighted is None) == (lexicographic is None)
+    if weighted is not None:
+        assert weighted.tier_counts == lexicographic.tier_counts
