@@ -52,13 +52,18 @@ def main() -> None:
     sys.path.insert(0, ROOT)
     from bamasc.compiler import compile_file
 
+    path = os.path.join(ROOT, "examples", "gsm8k.bam")
     start = time.perf_counter()
-    result = compile_file(os.path.join(ROOT, "examples", "gsm8k.bam"))
-    elapsed = time.perf_counter() - start
+    compile_file(path)  # loads highspy, networkx and numpy on the way
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    result = compile_file(path)
+    again = time.perf_counter() - start
     found = result.bindings["gsm8k"]
     print(
-        f"in-process compile (warm imports): {elapsed * 1000:.0f} ms; ILP solves {sum(b.solves for b in found)}, "
-        f"cuts {sum(b.cuts for b in found)}, templates {len(found)}"
+        f"in-process compile: first {first * 1000:.0f} ms (imports included), again {again * 1000:.0f} ms; "
+        f"system gsm8k: ILP solves {sum(b.solves for b in found)}, cuts {sum(b.cuts for b in found)}, "
+        f"templates {len(found)}"
     )
 
 
