@@ -216,7 +216,9 @@ def test_github_format_prints_nothing_for_clean_files(capsys):
 # ---------------------------------------------------------------- start-up
 
 HEAVY_MODULES = (
-    "jax", "flax", "optax", "torch", "sentence_transformers", "highspy", "networkx", "openai", "anthropic", "lark",
+    "jax", "flax", "optax", "torch", "sentence_transformers", "highspy", "networkx", "lark",
+    # The providers' SDKs and their HTTP stack belong to `bamasc exec`.
+    "openai", "anthropic", "aiohttp",
     # Solvers and plotting belong to `bamasc compile`, too.
     "pulp", "matplotlib",
 )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 
 from bamasc.records import record
@@ -13,6 +15,38 @@ from bamasc.runtime.trace import TraceWriter, finished_tasks
 
 TASK_FIELDS = ("task", "question", "text", "problem", "prompt")
 ID_FIELDS = ("id", "task_id")
+
+
+_RUN_THRESHOLDS = (20_000, 10, 10)
+_runs_in_progress = 0
+_saved_thresholds = gc.get_threshold()
+
+
+@contextlib.contextmanager
+def fewer_collections():
+    """Collect garbage less often while tasks run; the collector is restored afterwards.
+
+    Everything alive when a run starts (modules, the plan, the SDK clients) is
+    frozen out of the collector's view, and the youngest generation is scanned
+    after 20,000 allocations instead of 700. A run allocates mostly
+    short-lived request and reply objects; with the defaults, at concurrency 64,
+    the collector re-scanned the same long-lived objects for about a tenth of
+    the client's CPU. Runs may nest or overlap: the first to start sets this
+    up, the last to finish undoes it.
+    """
+    global _runs_in_progress, _saved_thresholds
+    if _runs_in_progress == 0:
+        _saved_thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(*_RUN_THRESHOLDS)
+    _runs_in_progress += 1
+    try:
+        yield
+    finally:
+        _runs_in_progress -= 1
+        if _runs_in_progress == 0:
+            gc.set_threshold(*_saved_thresholds)
+            gc.unfreeze()
 
 
 class DatasetError(ValueError):
@@ -159,7 +193,8 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
                 progress(len(results), len(pending))
 
     try:
-        await asyncio.gather(*(one(task) for task in pending))
+        with fewer_collections():
+            await asyncio.gather(*(one(task) for task in pending))
     finally:
         trace.close()
         for provider in providers.values():

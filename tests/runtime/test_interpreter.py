@@ -241,3 +241,36 @@ def test_exec_dry_run_reports_the_worst_case_spent(tmp_path, capsys):
     assert main(["exec", str(tmp_path / "gsm8k.bam"), "--task", "What is 1 plus 1?", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "dry run" in out and "worst spent" in out
+
+
+def test_a_run_restores_the_garbage_collector_even_when_runs_overlap():
+    import gc
+
+    from bamasc.runtime.execute import fewer_collections
+
+    before = gc.get_threshold()
+    with fewer_collections():
+        assert gc.get_threshold() != before and gc.get_freeze_count() > 0
+        inner = fewer_collections()
+        inner.__enter__()
+    # The outer run has finished but the inner one has not: still tuned.
+    assert gc.get_threshold() != before
+    inner.__exit__(None, None, None)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_dataset_run_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+
+    from bamasc.runtime.execute import ExecOptions, Task, fewer_collections, run_tasks
+
+    compiled = compile_file(GSM8K)
+    before = gc.get_threshold()
+    results, _, _ = asyncio.run(
+        run_tasks(compiled.plan, compiled.program, None, [Task("a", "What is 1 plus 1?")], ExecOptions(fake_mode="echo"))
+    )
+    assert results[0].status == "ok"
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), fewer_collections():
+        raise RuntimeError("a task crashed")
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -10,11 +10,12 @@ import subprocess
 import sys
 import time
 
+import aiohttp
 import pytest
 
 from bamasc.check.program import Model
 from bamasc.runtime.providers import Completion, Message, Provider, ProviderError, make_provider
-from bamasc.runtime.providers.base import parse_retry_after
+from bamasc.runtime.providers.base import parse_retry_after, transport_error
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.providers.replay import ReplayProvider, prompt_key
 from bamasc.runtime.retry import RetryPolicy
@@ -63,6 +64,20 @@ def sdk_provider(flavor: str, server, **options):
     return AnthropicProvider("m1", "claude-haiku-4-5", api_key=SECRET, base_url=server.base_url, **options)
 
 
+@pytest.fixture
+def sdk():
+    """Makes providers as `sdk_provider` does and closes them after the test: an open aiohttp session warns."""
+    made = []
+
+    def make(flavor: str, server, **options):
+        made.append(sdk_provider(flavor, server, **options))
+        return made[-1]
+
+    yield make
+    for provider in made:
+        run(provider.aclose())
+
+
 @pytest.fixture(params=["openai", "anthropic"])
 def endpoint(request):
     """A scripted server of either flavor and a provider pointed at it: (server, provider)."""
@@ -81,9 +96,9 @@ def fail(provider, *, max_tokens: int = 32, timeout: float = 5.0) -> ProviderErr
 # --- normal replies and what the SDKs sent
 
 
-def test_openai_reply_usage_and_request(openai_server):
+def test_openai_reply_usage_and_request(openai_server, sdk):
     openai_server.script(reply("The answer. #### 42", prompt_tokens=23, completion_tokens=9))
-    provider = sdk_provider("openai", openai_server)
+    provider = sdk("openai", openai_server)
     completion = run(provider.complete(MESSAGES, 64, timeout=5))
     assert completion == Completion("The answer. #### 42", 23, 9, "stop")
     (request,) = openai_server.requests
@@ -96,18 +111,18 @@ def test_openai_reply_usage_and_request(openai_server):
     assert request.headers.get("x-stainless-retry-count") == "0"
 
 
-def test_openai_compatible_server_gets_max_tokens(openai_server):
-    provider = sdk_provider("openai", openai_server, token_param="max_tokens")
+def test_openai_compatible_server_gets_max_tokens(openai_server, sdk):
+    provider = sdk("openai", openai_server, token_param="max_tokens")
     run(provider.complete(MESSAGES, 17, timeout=5))
     body = openai_server.requests[0].body
     assert body["max_tokens"] == 17 and "max_completion_tokens" not in body
 
 
-def test_anthropic_reply_usage_and_request(anthropic_server):
+def test_anthropic_reply_usage_and_request(anthropic_server, sdk):
     anthropic_server.script(
         reply("CONCLUSION: CORRECT", prompt_tokens=31, completion_tokens=4, finish_reason="end_turn")
     )
-    provider = sdk_provider("anthropic", anthropic_server)
+    provider = sdk("anthropic", anthropic_server)
     messages = [Message("system", "Be brief."), Message("system", "Audit only."), Message("user", "Check 2+2=4.")]
     completion = run(provider.complete(messages, 99, timeout=5))
     assert completion == Completion("CONCLUSION: CORRECT", 31, 4, "end_turn")
@@ -120,7 +135,7 @@ def test_anthropic_reply_usage_and_request(anthropic_server):
     assert request.had_auth and "x-api-key" not in request.headers
 
 
-def test_reply_without_usage_is_malformed(openai_server):
+def test_reply_without_usage_is_malformed(openai_server, sdk):
     body = {
         "id": "x",
         "object": "chat.completion",
@@ -129,7 +144,7 @@ def test_reply_without_usage_is_malformed(openai_server):
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
     }
     openai_server.script(status(200, body=body))
-    error = fail(sdk_provider("openai", openai_server))
+    error = fail(sdk("openai", openai_server))
     assert (error.kind, error.retryable, error.outcome_unknown) == ("malformed", True, True)
     assert "usage" in str(error)
 
@@ -169,9 +184,9 @@ def test_gateway_error_leaves_the_outcome_unknown(endpoint):
     assert (error.kind, error.retryable, error.outcome_unknown) == ("server", True, True)
 
 
-def test_anthropic_overloaded(anthropic_server):
+def test_anthropic_overloaded(anthropic_server, sdk):
     anthropic_server.script(status(529))
-    error = fail(sdk_provider("anthropic", anthropic_server))
+    error = fail(sdk("anthropic", anthropic_server))
     assert (error.kind, error.retryable, error.status) == ("server", True, 529)
     assert "overloaded" in str(error)
 
@@ -212,6 +227,28 @@ def test_refused_connection_was_never_sent(endpoint):
     server.close()
     error = fail(provider, timeout=2.0)
     assert (error.kind, error.retryable, error.outcome_unknown) == ("connection", True, False)
+
+
+class ConnectTimeout(Exception):
+    """Named as the SDKs' aiohttp adapter names what it re-raises for every aiohttp connection error."""
+
+
+@pytest.mark.parametrize(
+    ("cause", "kind", "outcome_unknown"),
+    [
+        (aiohttp.ServerDisconnectedError(), "connection", True),
+        (aiohttp.ClientPayloadError("cut short"), "connection", True),
+        (aiohttp.SocketTimeoutError(), "timeout", True),
+        (aiohttp.ConnectionTimeoutError(), "timeout", False),
+        (None, "timeout", False),
+    ],
+    ids=["dropped", "truncated", "read-timeout", "connect-timeout", "no-aiohttp-cause"],
+)
+def test_aiohttp_errors_are_judged_by_aiohttp_not_by_the_adapter(cause, kind, outcome_unknown):
+    error = ConnectTimeout()
+    error.__cause__ = cause
+    failure = transport_error(error, provider="openai", model="m1", timeout=1.0)
+    assert (failure.kind, failure.outcome_unknown) == (kind, outcome_unknown)
 
 
 @pytest.mark.parametrize(("code", "kind"), [(400, "client"), (422, "client"), (401, "auth"), (404, "not_found")])
@@ -278,6 +315,7 @@ def test_other_server_gets_max_tokens_and_never_the_openai_key(openai_server):
     assert provider.count_prompt_tokens(MESSAGES) is None  # not OpenAI's tokenizer unless the model says so
     assert provider._api_key != SECRET
     run(provider.complete(MESSAGES, 8, timeout=5))
+    run(provider.aclose())
     assert openai_server.requests[0].body["max_tokens"] == 8
 
 
@@ -302,7 +340,7 @@ def test_a_llamacpp_name_that_is_no_bundled_model_nor_a_file_is_a_client_error()
 def test_importing_providers_loads_no_sdk():
     code = (
         "import sys, bamasc.runtime.providers, bamasc.runtime.retry;"
-        "print(sorted(m for m in ('openai', 'anthropic', 'httpx', 'httpx2', 'bpe_openai') if m in sys.modules))"
+        "print(sorted(m for m in ('openai', 'anthropic', 'httpx', 'httpx2', 'aiohttp', 'bpe_openai') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

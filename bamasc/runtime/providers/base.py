@@ -184,9 +184,13 @@ def error_for_status(
     )
 
 
-# Names of the transport exceptions (httpx, httpx2, httpcore) raised before any
-# byte of the request left: the provider cannot have seen the call.
-_NOT_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol", "InvalidURL"})
+# Names of the transport exceptions (httpx, httpx2, httpcore, aiohttp), or of
+# their bases, raised before any byte of the request left: the provider cannot
+# have seen the call.
+_NOT_SENT = frozenset(
+    {"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol", "InvalidURL"}  # httpx, httpcore
+    | {"ClientConnectorError", "ConnectionTimeoutError", "NonHttpUrlClientError"}  # aiohttp
+)
 
 
 def transport_error(
@@ -202,7 +206,7 @@ def transport_error(
     The cause chain tells a refused connection (never sent, outcome known)
     from one that broke after the request was sent (outcome unknown).
     """
-    names = {type(link).__name__ for link in _cause_chain(error)}
+    names = _transport_names(error)
     sent = not (names & _NOT_SENT)
     timed_out = timed_out or any("Timeout" in name for name in names)
     if timed_out:
@@ -230,6 +234,18 @@ def malformed_error(*, provider: str, model: str, detail: str) -> ProviderError:
         kind="malformed",
         outcome_unknown=True,
     )
+
+
+def _transport_names(error: BaseException) -> set[str]:
+    """The class names, bases included, of the exceptions in `error`'s cause chain that say what the wire did.
+
+    The SDKs' aiohttp adapter re-raises every aiohttp connection error as
+    httpx's ConnectTimeout, a connection dropped after the request was sent
+    included; where aiohttp's own exception is in the chain, it alone is believed.
+    """
+    chain = list(_cause_chain(error))
+    raised = [link for link in chain if type(link).__module__.partition(".")[0] == "aiohttp"] or chain
+    return {cls.__name__ for link in raised for cls in type(link).__mro__}
 
 
 def _cause_chain(error: BaseException):
@@ -272,8 +288,8 @@ def sdk_error(
             detail=_detail(error, secret),
             headers=error.response.headers,
         )
-    if isinstance(error, sdk.APITimeoutError):
-        return transport_error(error, provider=provider, model=model, timeout=timeout, timed_out=True)
+    if isinstance(error, sdk.APITimeoutError):  # what timed out, if anything, is in the cause chain
+        return transport_error(error, provider=provider, model=model, timeout=timeout)
     if isinstance(error, sdk.APIConnectionError):
         return transport_error(error, provider=provider, model=model, timeout=timeout)
     if isinstance(error, sdk.APIResponseValidationError):
@@ -287,10 +303,13 @@ def sdk_error(
     return None
 
 
+_HTTP_MODULES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "aiohttp"})
+
+
 def is_transport_error(error: BaseException) -> bool:
-    """Whether `error` came from the HTTP stack itself (httpx, httpx2, httpcore, h11 or a socket)."""
+    """Whether `error` came from the HTTP stack itself (httpx, httpx2, httpcore, h11, aiohttp or a socket)."""
     module = type(error).__module__.split(".")[0]
-    return module in ("httpx", "httpx2", "httpcore", "httpcore2", "h11") or isinstance(error, ConnectionError)
+    return module in _HTTP_MODULES or isinstance(error, ConnectionError)
 
 
 def _detail(error: BaseException, secret: str | None) -> str:
