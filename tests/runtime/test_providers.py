@@ -565,3 +565,18 @@ def test_recording_a_real_provider_writes_no_key(tmp_path, openai_server):
     text = cassette.read_text()
     assert "Hello from the test server." in text
     assert SECRET not in text and "127.0.0.1" not in text
+
+
+def test_plain_http_endpoints_skip_the_ca_bundle_and_trust_nothing():
+    import ssl
+    import types
+
+    from bamasc.runtime.providers.base import aiohttp_client
+
+    recorder = types.SimpleNamespace(DefaultAioHttpClient=lambda **options: options)
+    local = aiohttp_client(recorder, "http://127.0.0.1:8080/v1")["verify"]
+    assert isinstance(local, ssl.SSLContext)
+    assert local.cert_store_stats()["x509_ca"] == 0  # nothing loaded ...
+    assert local.verify_mode == ssl.CERT_REQUIRED and local.check_hostname  # ... and nothing unchecked
+    assert aiohttp_client(recorder, "https://api.openai.com/v1") == {}  # the SDK's own verified default
+    assert aiohttp_client(recorder, None) == {}

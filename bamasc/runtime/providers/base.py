@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 ROLES = ("system", "user", "assistant")
 
@@ -99,6 +101,28 @@ class Provider(Protocol):
     def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...
 
     async def aclose(self) -> None: ...
+
+
+def aiohttp_client(sdk, base_url: str | None):
+    """The SDK's aiohttp-backed HTTP client for `base_url`.
+
+    aiohttp parses HTTP in C: a call costs about a third less CPU than over the
+    SDKs' default httpx transport. Building the client loads the CA bundle into
+    a TLS context (about 20 ms). A plain-http base URL (a local server) gets a
+    TLS context that trusts no certificate instead: nothing is loaded, and an
+    https address it might be sent to fails verification rather than going
+    unchecked.
+    """
+    if base_url is not None and urlsplit(base_url).scheme == "http":
+        return sdk.DefaultAioHttpClient(verify=_trusting_nothing())
+    return sdk.DefaultAioHttpClient()
+
+
+@functools.cache
+def _trusting_nothing():
+    import ssl
+
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # checks hostnames and certificates, trusts no CA
 
 
 def scrub(text: str, secret: str | None) -> str:
