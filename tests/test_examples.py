@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, env=env)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (elsewhere / "app.bam").write_text(open(EXAMPLES[0], encoding="utf-8").read(), encoding="utf-8")
+    (elsewhere / "app.bam").write_text(Path(EXAMPLES[0]).read_text(encoding="utf-8"), encoding="utf-8")
     run = subprocess.run(
         [str(python), "-c", "import bamasc, sys; from bamasc.cli import main; print(bamasc.__file__); sys.exit(main(['lint', 'app.bam']))"],
         cwd=elsewhere,

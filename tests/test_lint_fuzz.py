@@ -14,6 +14,7 @@ import io
 import json
 import random
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -24,7 +25,7 @@ from bamasc.diagnostics import CODES, ERROR, WARNING, render_github, render_json
 from bamasc.lint import lint_paths
 from tests.conftest import EXAMPLES, STDLIB
 
-SEEDS = {path: open(path, "rb").read() for path in EXAMPLES + STDLIB}
+SEEDS = {path: Path(path).read_bytes() for path in EXAMPLES + STDLIB}
 TOKEN = re.compile(rb"\s+|\w+|[^\w\s]")
 # Pieces of the language to splice in, so mutants reach the checks and not only the parser.
 VOCABULARY = [

@@ -145,6 +145,12 @@ def make_providers(program, system_name: str, options: ExecOptions) -> dict:
     }
 
 
+async def _close(providers: dict) -> None:
+    """Close every provider, even if one fails to: a close error says nothing
+    about the tasks, whose outcomes are already in the trace."""
+    await asyncio.gather(*(provider.aclose() for provider in providers.values()), return_exceptions=True)
+
+
 async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], options: ExecOptions, progress=None, calls=None):
     """Run every task not already in the trace (with `resume`); returns (results, summary, skipped ids)."""
     system = plan.system(system_name)
@@ -161,8 +167,13 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
         if not system.template(name).feasible:
             raise ValueError(f"template '{name}' has no binding within {system.budget:g} µ$")
     summary = Summary()
-    trace = _Recorder(options.trace_path, summary, calls)
-    providers = make_providers(program, system.name, options)
+    # Nothing left to run (a finished --resume) needs no SDK and no API key.
+    providers = make_providers(program, system.name, options) if pending else {}
+    try:
+        trace = _Recorder(options.trace_path, summary, calls)
+    except BaseException:
+        await _close(providers)
+        raise
     limit = asyncio.Semaphore(max(1, options.concurrency))
     guard_class = PosthocGuard if options.guard == "posthoc" else BudgetGuard
     results: list[TaskResult] = []
@@ -197,8 +208,7 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
             await asyncio.gather(*(one(task) for task in pending))
     finally:
         trace.close()
-        for provider in providers.values():
-            await provider.aclose()
+        await _close(providers)
     order = {task.id: i for i, task in enumerate(tasks)}
     results.sort(key=lambda r: order[r.task_id])
     return results, summary, sorted(done & {t.id for t in tasks})

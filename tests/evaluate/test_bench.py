@@ -34,7 +34,8 @@ def check_png(path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = open(path, "rb").read()
+    with open(path, "rb") as handle:
+        data = handle.read()
     assert data[:8] == PNG_MAGIC and len(data) > 10_000
     pixels = plt.imread(str(path))
     assert pixels.shape[:2] == (500, 800)

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,7 @@ MATH = "A shop has 40 eggs and sells 12 coins. How many eggs are left? Show the 
 
 
 def policy_bam(tmp_path, reward: str = "", topologies: str = "linear, star, feedback, planner") -> str:
-    text = open(GSM8K, encoding="utf-8").read()
+    text = Path(GSM8K).read_text(encoding="utf-8")
     text = text.replace("select       = strongest", 'select       = policy("policies/gsm8k.msgpack")' + reward)
     text = text.replace("topologies   = [linear, star, feedback, planner]", f"topologies   = [{topologies}]")
     path = tmp_path / "gsm8k.bam"
@@ -59,7 +60,7 @@ def test_train_reports_heldout_metrics_and_writes_checkpoint_and_metadata(traine
     out = trained["out"]
     for line in ("policy", "oracle", "fixed linear", "fixed star", "fixed feedback", "fixed planner"):
         assert f"\n{line} " in out
-    meta = json.load(open(trained["checkpoint"].replace(".msgpack", ".json")))
+    meta = json.loads(Path(trained["checkpoint"].replace(".msgpack", ".json")).read_text())
     assert meta["templates"] == ["linear", "star", "feedback", "planner"]
     assert meta["embedding_model"] == "hashed-words-384"
     assert meta["budget_scale"] == 2000.0  # the largest of gsm8k's budgets
@@ -96,7 +97,7 @@ def test_exec_runs_the_template_the_policy_picks_per_task(trained, capsys, tmp_p
     argv = ["exec", trained["bam"], "--budget", "1625", "--dataset", str(dataset), "--fake", "echo", "--trace", str(trace)]
     assert main(argv) == 0
     capsys.readouterr()
-    tasks = {r["task_id"]: r for r in map(json.loads, open(trace)) if r["type"] == "task"}
+    tasks = {r["task_id"]: r for r in map(json.loads, Path(trace).read_text().splitlines()) if r["type"] == "task"}
     assert {name: r["template"] for name, r in tasks.items()} == {"essay": "planner", "code": "linear", "math": "feedback"}
     assert all(r["cost"] <= r["budget"] for r in tasks.values())
     # --template still overrides the policy.
@@ -132,7 +133,7 @@ def test_train_rejects_rows_of_templates_the_system_lacks(trained, tmp_path, cap
 def test_the_reward_block_is_read_into_the_system(write_bam):
     from bamasc.compiler import check_file
 
-    path = write_bam(open(GSM8K, encoding="utf-8").read().replace(
+    path = write_bam(Path(GSM8K).read_text(encoding="utf-8").replace(
         "on_exhausted = best_so_far", "on_exhausted = best_so_far\n  reward { failure = -2  overflow = 5 }"))
     program, diagnostics, _ = check_file(path)
     assert not diagnostics

@@ -5,12 +5,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
 from bamasc.cli import main
 from bamasc.policy import data
-from bamasc.policy.data import OfflineDataError, answers_match, local_score, read_rows, reference_answer
+from bamasc.policy.data import (
+    OfflineDataError,
+    answers_match,
+    local_score,
+    read_rows,
+    reference_answer,
+)
 from tests.conftest import ROOT
 
 GSM8K = os.path.join(ROOT, "examples", "gsm8k.bam")
@@ -113,7 +120,7 @@ def test_collect_runs_every_feasible_template_and_resumes(tmp_path, capsys, monk
     assert {r.success for r in ran} == {True, False}
     assert all(not r.success and r.cost == 0 for r in rows if not r.feasible)
     # Resume: a run cut mid-line loses only that line, and the same command fills the gap.
-    text = open(out, encoding="utf-8").read()
+    text = Path(out).read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     with open(out, "w", encoding="utf-8") as handle:
         handle.write("".join(lines[:-3]) + lines[-3][:20])

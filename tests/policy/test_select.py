@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from bamasc.policy.checkpoint import PolicyError, load_policy, metadata_path, save_policy
+from bamasc.policy.checkpoint import (
+    PolicyError,
+    load_policy,
+    metadata_path,
+    save_policy,
+)
 from bamasc.policy.features import HASHED, Features, HashedWords, budget_feature
 from bamasc.policy.select import PolicySelector
-from bamasc.policy.train import TrainConfig, create_state, policy_choices, probabilities, train_policy
+from bamasc.policy.train import (
+    TrainConfig,
+    create_state,
+    policy_choices,
+    probabilities,
+    train_policy,
+)
 from tests.policy.synthetic import TEMPLATES, table_rows
 
 SCALE = 1250.0
@@ -80,7 +92,7 @@ def test_a_checkpoint_round_trips_with_the_same_probabilities(checkpoint):
     before = probabilities(state.params, state.apply_fn, embedding, budget, feasible)
     after = probabilities(loaded.params, loaded.module.apply, embedding, budget, feasible)
     assert_allclose(np.asarray(after), np.asarray(before), rtol=1e-6)
-    meta = json.load(open(metadata_path(path)))
+    meta = json.loads(Path(metadata_path(path)).read_text())
     assert meta["templates"] == list(TEMPLATES) and meta["format_version"] == 1 and len(meta["params_sha256"]) == 64
 
 
@@ -96,8 +108,8 @@ def test_mismatched_templates_are_a_clear_error(checkpoint):
 def test_an_unknown_embedding_model_or_changed_parameters_are_refused(checkpoint, tmp_path):
     path, _ = checkpoint
     copy = tmp_path / "copy.msgpack"
-    copy.write_bytes(open(path, "rb").read())
-    meta = json.load(open(metadata_path(path)))
+    copy.write_bytes(Path(path).read_bytes())
+    meta = json.loads(Path(metadata_path(path)).read_text())
     (tmp_path / "copy.json").write_text(json.dumps({**meta, "embedding_model": "other/encoder"}))
     with pytest.raises(PolicyError, match="trained on other/encoder embeddings"):
         load_policy(str(copy), TEMPLATES)

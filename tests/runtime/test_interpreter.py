@@ -274,3 +274,21 @@ def test_a_dataset_run_leaves_the_garbage_collector_as_it_found_it():
     with pytest.raises(RuntimeError), fewer_collections():
         raise RuntimeError("a task crashed")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_finished_resume_needs_no_api_key(tmp_path, capsys, monkeypatch):
+    shutil.copy(GSM8K, tmp_path / "gsm8k.bam")
+    data = tmp_path / "tasks.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} plus {i}?"}) + "\n" for i in range(3)))
+    trace = tmp_path / "trace.jsonl"
+    common = ["exec", str(tmp_path / "gsm8k.bam"), "--dataset", str(data), "--trace", str(trace)]
+    assert main([*common, "--fake", "echo"]) == 0
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    # Real providers now, without their keys: nothing is left, so none is made.
+    assert main([*common, "--resume"]) == 0
+    assert "skipped 3 already in the trace" in capsys.readouterr().out
+    # With a task left, the missing key is reported.
+    data.write_text(data.read_text() + json.dumps({"id": "new", "question": "What is 1 plus 1?"}) + "\n")
+    assert main([*common, "--resume"]) != 0
+    assert "API_KEY" in capsys.readouterr().err
