@@ -519,8 +519,7 @@ def _run_native(highs, objectives: list[_Objective]):
     # HiGHS 1.16 starts each priority's MIP from the previous optimum, and with
     # presolve on it can map that start wrongly and return a worse point as
     # optimal (seen on a 20-column instance: cost 51 where 50 is feasible,
-    # reported as 40). Without presolve the result is right, and on these
-    # models the native solve is still the fastest exact path.
+    # reported as 40). Without presolve the result is right.
     highs.setOptionValue("presolve", "off")
     for position, objective in enumerate(objectives):
         linear = highspy.HighsLinearObjective()
