@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import anthropic
 
 from bamasc.runtime.providers.base import (
@@ -11,15 +9,12 @@ from bamasc.runtime.providers.base import (
     Message,
     aiohttp_client,
     malformed_error,
-    sdk_error,
+    post_json,
 )
 
 PROVIDER = "anthropic"
 PATH = "/v1/messages"
-"""Posted with the SDK's documented `post`: the client's key, version header,
-timeout and errors apply as in `messages.create`, without its per-call checks
-of the request against declared types or the typed response objects (see the
-openai provider)."""
+"""Where `post_json` sends a request, instead of `messages.create` (its docstring says why)."""
 
 
 class AnthropicProvider:
@@ -65,23 +60,17 @@ class AnthropicProvider:
         }
         if system:
             request["system"] = system
-        try:
-            # The SDK's timeout bounds each read; the outer one bounds the whole call.
-            async with asyncio.timeout(timeout):
-                response = await self._client.post(PATH, body=request, cast_to=object, options={"timeout": timeout})
-        except Exception as error:
-            failure = sdk_error(
-                error,
-                anthropic,
-                provider=PROVIDER,
-                model=self.name,
-                timeout=timeout,
-                secret=self._api_key,
-                base_error=anthropic.AnthropicError,
-            )
-            if failure is None:
-                raise
-            raise failure from None
+        response = await post_json(
+            self._client,
+            anthropic,
+            PATH,
+            request,
+            provider=PROVIDER,
+            model=self.name,
+            timeout=timeout,
+            secret=self._api_key,
+            base_error=anthropic.AnthropicError,
+        )
         return self._completion(response)
 
     def _completion(self, response: object) -> Completion:

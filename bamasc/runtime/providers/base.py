@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import functools
 import json
@@ -101,6 +102,32 @@ class Provider(Protocol):
     def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...
 
     async def aclose(self) -> None: ...
+
+
+async def post_json(
+    client, sdk, path: str, body: dict, *, provider: str, model: str, timeout: float, secret: str | None, base_error
+):
+    """POST `body` through an official SDK client; the decoded JSON reply, or a classified ProviderError.
+
+    The client's documented `post` applies its key, headers, timeout and error
+    classes as the typed methods (`chat.completions.create`,
+    `messages.create`) do, but sends the body as given and hands back the
+    decoded JSON. The typed methods spend about 0.4 ms a call checking plain
+    dicts against the request's declared types and 0.15 ms building typed
+    response objects: a third of the client's CPU per call at concurrency 64.
+    `base_error` is the SDK's root exception class.
+    """
+    try:
+        # The SDK's timeout bounds each read; the outer one bounds the whole call.
+        async with asyncio.timeout(timeout):
+            return await client.post(path, body=body, cast_to=object, options={"timeout": timeout})
+    except Exception as error:
+        failure = sdk_error(
+            error, sdk, provider=provider, model=model, timeout=timeout, secret=secret, base_error=base_error
+        )
+        if failure is None:
+            raise
+        raise failure from None
 
 
 def aiohttp_client(sdk, base_url: str | None):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from urllib.parse import urlsplit
 
 import openai
@@ -12,17 +11,13 @@ from bamasc.runtime.providers.base import (
     Message,
     aiohttp_client,
     malformed_error,
-    sdk_error,
+    post_json,
 )
 from bamasc.runtime.tokens import exact_prompt_tokens
 
 PROVIDER = "openai"
 PATH = "/chat/completions"
-"""Posted with the SDK's documented `post`, which applies the client's key,
-headers, timeout and errors like `chat.completions.create` but sends the body
-as given and returns the decoded JSON: `create` spends about 0.4 ms a call
-checking plain dicts against the request's declared types and 0.15 ms building
-typed response objects, a third of the client's CPU per call at concurrency 64."""
+"""Where `post_json` sends a request, instead of `chat.completions.create` (its docstring says why)."""
 TOKEN_PARAMS = ("max_completion_tokens", "max_tokens")
 
 
@@ -80,23 +75,17 @@ class OpenAIProvider:
             "messages": [{"role": message.role, "content": message.content} for message in messages],
             self.token_param: max_tokens,
         }
-        try:
-            # The SDK's timeout bounds each read; the outer one bounds the whole call.
-            async with asyncio.timeout(timeout):
-                response = await self._client.post(PATH, body=request, cast_to=object, options={"timeout": timeout})
-        except Exception as error:
-            failure = sdk_error(
-                error,
-                openai,
-                provider=PROVIDER,
-                model=self.name,
-                timeout=timeout,
-                secret=self._api_key,
-                base_error=openai.OpenAIError,
-            )
-            if failure is None:
-                raise
-            raise failure from None
+        response = await post_json(
+            self._client,
+            openai,
+            PATH,
+            request,
+            provider=PROVIDER,
+            model=self.name,
+            timeout=timeout,
+            secret=self._api_key,
+            base_error=openai.OpenAIError,
+        )
         return self._completion(response)
 
     def _completion(self, response: object) -> Completion:
