@@ -414,6 +414,19 @@ def run_graph(args) -> int:
     return report.exit_code
 
 
+def _read_rows(read, path: str, skip_bad: bool, error: type[Exception]):
+    """`read(path, skip_bad)` -> (rows, problems), reported: None once a bad row is
+    printed (with the hint to skip such rows), else the rows, each skipped one warned about."""
+    try:
+        rows, problems = read(path, skip_bad)
+    except error as problem:
+        print(f"bamasc: error: {problem} (use --skip-bad-rows to skip such rows)", file=sys.stderr)
+        return None
+    for problem in problems:
+        print(f"bamasc: warning: skipped {problem}", file=sys.stderr)
+    return rows
+
+
 def run_exec(args) -> int:
     import asyncio
 
@@ -434,13 +447,9 @@ def run_exec(args) -> int:
         if not os.path.isfile(args.dataset):
             report.usage(f"no such file: {args.dataset}")
             return report.exit_code
-        try:
-            tasks, problems = read_dataset(args.dataset, skip_bad=args.skip_bad_rows)
-        except DatasetError as problem:
-            print(f"bamasc: error: {problem} (use --skip-bad-rows to skip such rows)", file=sys.stderr)
+        tasks = _read_rows(read_dataset, args.dataset, args.skip_bad_rows, DatasetError)
+        if tasks is None:
             return EXIT_ERRORS
-        for problem in problems:
-            print(f"bamasc: warning: skipped {problem}", file=sys.stderr)
     options = ExecOptions(
         concurrency=args.concurrency,
         trace_path=args.trace,

@@ -7,6 +7,9 @@ import os
 
 import pytest
 
+from bamasc.check.program import Model
+from bamasc.source import Span
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.bam")))
 STDLIB = sorted(glob.glob(os.path.join(ROOT, "stdlib_topologies", "*.bam")))
@@ -22,3 +25,25 @@ def write_bam(tmp_path):
         return str(path)
 
     return write
+
+
+def model_declaration(**fields) -> Model:
+    """A checked `model` declaration (an OpenAI one unless `fields` say otherwise)."""
+    values = {
+        "name": "m1",
+        "provider": "openai",
+        "model_id": "gpt-4o-mini",
+        "price_input": 0.1,
+        "price_output": 0.4,
+        "tier": 1,
+        "base_url": None,
+        "api_key_env": None,
+        "max_output": None,
+        "context": None,
+        "tokenizer": None,
+        "quality": {},
+        "default_quality": 1.0,
+        "span": Span("test.bam", 1, 1, 1, 2),
+    }
+    values.update(fields)
+    return Model(**values)

@@ -161,7 +161,7 @@ def run_bench(args) -> int:
 
 
 def run_score(args) -> int:
-    from bamasc.cli import Report
+    from bamasc.cli import Report, _read_rows
 
     report = Report()
     if not os.path.isfile(args.predictions):
@@ -173,13 +173,9 @@ def run_score(args) -> int:
     from bamasc.evaluate.sandbox import Limits
     from bamasc.evaluate.scorers import score_items
 
-    try:
-        predictions, problems = read_predictions(args.predictions, args.skip_bad_rows)
-    except PredictionError as problem:
-        print(f"bamasc: error: {problem} (use --skip-bad-rows to skip such rows)", file=sys.stderr)
+    predictions = _read_rows(read_predictions, args.predictions, args.skip_bad_rows, PredictionError)
+    if predictions is None:
         return 1
-    for problem in problems:
-        print(f"bamasc: warning: skipped {problem}", file=sys.stderr)
     known = {item.id for item in dataset.items}
     unknown = [key for key in predictions if key not in known]
     if unknown:

@@ -124,7 +124,7 @@ def _usable_file(report, path: str) -> bool:
 def run_collect(args) -> int:
     import asyncio
 
-    from bamasc.cli import Report, _progress_bar
+    from bamasc.cli import Report, _progress_bar, _read_rows
     from bamasc.policy.data import CollectOptions, OfflineDataError, collect, read_scored_tasks
     from bamasc.runtime.execute import DatasetError
     from bamasc.runtime.providers.base import ProviderError
@@ -143,13 +143,9 @@ def run_collect(args) -> int:
     plans = _plans(report, args.file, system.name, budgets)
     if plans is None:
         return report.exit_code
-    try:
-        tasks, problems = read_scored_tasks(args.dataset, skip_bad=args.skip_bad_rows)
-    except DatasetError as problem:
-        print(f"bamasc: error: {problem} (use --skip-bad-rows to skip such rows)", file=sys.stderr)
+    tasks = _read_rows(read_scored_tasks, args.dataset, args.skip_bad_rows, DatasetError)
+    if tasks is None:
         return 1
-    for problem in problems:
-        print(f"bamasc: warning: skipped {problem}", file=sys.stderr)
     options = CollectOptions(
         concurrency=args.concurrency,
         fake_mode=args.fake,

@@ -26,8 +26,7 @@ from bamasc.runtime.providers.llamacpp_provider import (
 )
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.trace import TraceWriter
-from bamasc.source import Span
-from tests.conftest import ROOT
+from tests.conftest import ROOT, model_declaration
 
 BUNDLED = "smollm2-135m"
 MESSAGES = [Message("system", "You are terse."), Message("user", "What is 6 * 7?")]
@@ -38,24 +37,9 @@ def run(coroutine):
 
 
 def model(model_id: str = BUNDLED, **fields) -> Model:
-    values = {
-        "name": "local",
-        "provider": "llamacpp",
-        "model_id": model_id,
-        "price_input": 0.0,
-        "price_output": 0.0,
-        "tier": 1,
-        "base_url": None,
-        "api_key_env": None,
-        "max_output": None,
-        "context": None,
-        "tokenizer": None,
-        "quality": {},
-        "default_quality": 1.0,
-        "span": Span("test.bam", 1, 1, 1, 2),
-    }
-    values.update(fields)
-    return Model(**values)
+    return model_declaration(
+        **{"name": "local", "provider": "llamacpp", "model_id": model_id, "price_input": 0.0, "price_output": 0.0, **fields}
+    )
 
 
 def gguf_string(text: str) -> bytes:

@@ -14,15 +14,30 @@ import aiohttp
 import pytest
 
 from bamasc.check.program import Model
-from bamasc.runtime.providers import Completion, Message, Provider, ProviderError, make_provider
+from bamasc.runtime.providers import (
+    Completion,
+    Message,
+    Provider,
+    ProviderError,
+    make_provider,
+)
 from bamasc.runtime.providers.base import parse_retry_after, transport_error
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.providers.replay import ReplayProvider, prompt_key
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import exact_prompt_tokens
-from bamasc.source import Span
+from tests.conftest import model_declaration
 
-from .servers import anthropic_server, drop, malformed, openai_server, reply, slow, status, truncated  # noqa: F401
+from .servers import (  # noqa: F401
+    anthropic_server,
+    drop,
+    malformed,
+    openai_server,
+    reply,
+    slow,
+    status,
+    truncated,
+)
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789abcdef"
 MESSAGES = [Message("system", "You are terse."), Message("user", "What is 6 * 7? End with #### <number>.")]
@@ -34,24 +49,7 @@ def run(coroutine):
 
 
 def model(provider: str = "openai", **fields) -> Model:
-    values = {
-        "name": "m1",
-        "provider": provider,
-        "model_id": "gpt-4o-mini",
-        "price_input": 0.1,
-        "price_output": 0.4,
-        "tier": 1,
-        "base_url": None,
-        "api_key_env": None,
-        "max_output": None,
-        "context": None,
-        "tokenizer": None,
-        "quality": {},
-        "default_quality": 1.0,
-        "span": Span("test.bam", 1, 1, 1, 2),
-    }
-    values.update(fields)
-    return Model(**values)
+    return model_declaration(provider=provider, **fields)
 
 
 def sdk_provider(flavor: str, server, **options):
