@@ -495,7 +495,7 @@ def run_exec(args) -> int:
         worst = max((r.cost for r in results), default=0.0)
         bound = max((r.bound for r in results), default=template.worst_case_cost)
         print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {bound:.1f} µ$")
-    if any(r.overran for r in results):
+    if any(r.overran or r.status == "overbilled" for r in results):
         report.errors += 1
     return report.exit_code
 

@@ -11,7 +11,7 @@ from bamasc.records import record
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard
 from bamasc.runtime.interpreter import TaskResult, TaskRun
 from bamasc.runtime.retry import RetryPolicy
-from bamasc.runtime.trace import TraceWriter, finished_tasks
+from bamasc.runtime.trace import TaskLedger, TraceWriter, read_ledgers
 
 TASK_FIELDS = ("task", "question", "text", "problem", "prompt")
 ID_FIELDS = ("id", "task_id")
@@ -63,7 +63,7 @@ class Task:
 class ExecOptions:
     concurrency: int = 8
     trace_path: str | None = None
-    resume: bool = False
+    resume: bool = False  # skip finished tasks; continue unfinished ones from what they already spent
     guard: str = "reserve"  # reserve | posthoc (the paper's check; benchmarks only)
     fake_mode: str | None = None  # echo | verbose: answer every model offline
     cassette: str | None = None
@@ -78,12 +78,12 @@ def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[st
     """Tasks from JSONL rows with an id (`id`/`task_id`, else the 1-based line number) and a text
     (`task`/`question`/`text`/`problem`/`prompt`); bad rows raise, or are skipped and reported."""
     tasks, problems, seen = [], [], set()
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = _row(path, number, raw)
                 if not isinstance(row, dict):
                     raise DatasetError(f"{path}:{number}: a row must be a JSON object")
                 field = next((f for f in TASK_FIELDS if isinstance(row.get(f), str)), None)
@@ -105,6 +105,17 @@ def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[st
                     raise
                 problems.append(str(problem))
     return tasks, problems
+
+
+def _row(path: str, number: int, raw: bytes) -> object:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        raise DatasetError(f"{path}:{number}:{problem.start + 1}: not UTF-8") from None
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise DatasetError(f"{path}:{number}: nested too deeply to be a task row") from None
 
 
 class Summary:
@@ -129,10 +140,11 @@ class _Recorder(TraceWriter):
         self.summary = summary
         self.calls = calls
 
-    def call(self, record: dict) -> None:
-        self.summary.add(record)
-        if self.calls is not None:
-            self.calls.append(record)
+    def call(self, record: dict, count: bool = True) -> None:
+        if count:  # charges of earlier runs are in the trace, not in this run's totals
+            self.summary.add(record)
+            if self.calls is not None:
+                self.calls.append(record)
         super().call(record)
 
 
@@ -145,6 +157,41 @@ def make_providers(program, system_name: str, options: ExecOptions) -> dict:
     }
 
 
+def _settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | None) -> float:
+    """What a task spent in earlier runs; each reservation left open by a crash is charged in full, in the trace."""
+    if ledger is None:
+        return 0.0
+    for held, reservation in ledger.open.items():
+        trace.call(
+            {
+                "id": held,
+                "task_id": task_id,
+                "node": reservation.get("node"),
+                "role": None,
+                "model": reservation.get("model"),
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "reserved": reservation["reserved"],
+                "charged": reservation["reserved"],
+                "latency_ms": None,
+                "attempt": reservation.get("attempt"),
+                "clamped": False,
+                "skipped": False,
+                "error": "interrupted: the run ended with this attempt in flight; reservation kept",
+            },
+            count=False,
+        )
+    return ledger.spent
+
+
+def _broken(task_id: str, template, guard, reason: str) -> TaskResult:
+    return TaskResult(
+        task_id=task_id, template=template.name, answer=None, output=None, cost=guard.charged,
+        budget=guard.budget, bound=template.worst_case_cost, overran=guard.overran, status="error",
+        error=reason[:500], calls=0,
+    )
+
+
 async def _close(providers: dict) -> None:
     """Close every provider, even if one fails to: a close error says nothing
     about the tasks, whose outcomes are already in the trace."""
@@ -155,7 +202,8 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
     """Run every task not already in the trace (with `resume`); returns (results, summary, skipped ids)."""
     system = plan.system(system_name)
     template_name = options.template or system.selection["selected"]
-    done = finished_tasks(options.trace_path) if options.resume else set()
+    ledgers = read_ledgers(options.trace_path) if options.resume else {}
+    done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
     pending = [task for task in tasks if task.id not in done]
     # A policy picks per task (all pending tasks embedded in one batch); otherwise every task runs one template.
     by_policy = options.selector is not None and options.template is None
@@ -177,13 +225,19 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
     limit = asyncio.Semaphore(max(1, options.concurrency))
     guard_class = PosthocGuard if options.guard == "posthoc" else BudgetGuard
     results: list[TaskResult] = []
+    earlier: dict[str, float] = {}
 
     async def one(task: Task) -> None:
         async with limit:
-            guard = guard_class(system.budget)
+            guard = guard_class(system.budget, spent=earlier[task.id])
             template = system.template(chosen[task.id])
-            run = TaskRun(program, system, template, providers, guard, task.id, task.text, trace, options.retry, options.seed)
-            result = await run.run()
+            try:
+                run = TaskRun(program, system, template, providers, guard, task.id, task.text, trace, options.retry, options.seed)
+                result = await run.run()
+            except Exception as problem:
+                # A defect outside the providers (whose failures the run records
+                # itself) ends this task only; every task still gets its line.
+                result = _broken(task.id, template, guard, f"internal error: {type(problem).__name__}: {problem}")
             trace.task(
                 {
                     "task_id": result.task_id,
@@ -197,6 +251,7 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
                     "error": result.error,
                     "calls": result.calls,
                     "guard": guard.kind,
+                    "earlier_runs": round(earlier[task.id], 6),
                 }
             )
             results.append(result)
@@ -204,6 +259,8 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
                 progress(len(results), len(pending))
 
     try:
+        for task in pending:
+            earlier[task.id] = _settle_interrupted(trace, task.id, ledgers.get(task.id))
         with fewer_collections():
             await asyncio.gather(*(one(task) for task in pending))
     finally:

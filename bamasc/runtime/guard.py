@@ -8,6 +8,15 @@ call is not made. A call whose outcome is unknown (timeout, dropped
 connection) keeps its whole reservation. Retries reserve again from the same
 budget.
 
+The promise holds for every provider that bills no more than the prompt it
+was given and the `max_tokens` it was sent. A reply that reports more (more
+completion tokens than the cap, more prompt tokens than the reservation
+counted) is charged as billed and marks the guard `overbilled`: no further
+call of the task is reserved, and the task ends with that status.
+
+A resumed task starts from what the trace holds for it (`spent`): a crash
+never resets its ledger.
+
 `PosthocGuard` is the BAMAS paper's monitor (stop once spent >= budget,
 checked only after spending). It is kept only as the baseline of the overrun
 benchmark.
@@ -45,11 +54,12 @@ class BudgetGuard:
 
     kind = "reserve"
 
-    def __init__(self, budget: float, min_useful_tokens: int = MIN_USEFUL_TOKENS):
+    def __init__(self, budget: float, min_useful_tokens: int = MIN_USEFUL_TOKENS, spent: float = 0.0):
         self.budget = budget
         self.min_useful_tokens = min_useful_tokens
-        self.charged = 0.0  # settled: reported usage, or kept reservations
+        self.charged = spent  # settled: reported usage, kept reservations, and earlier runs' charges
         self.held = 0.0  # reservations of calls in flight
+        self.overbilled: str | None = None  # why the provider's bill broke the promise, once it has
 
     @property
     def remaining(self) -> float:
@@ -57,6 +67,8 @@ class BudgetGuard:
 
     def reserve(self, model, prompt_tokens: int, max_tokens: int) -> Reservation | None:
         """Hold the worst case of a call, clamping max_tokens to fit; None means: do not call."""
+        if self.overbilled:
+            return None
         input_cost = model.price_input * prompt_tokens
         left = self.remaining - input_cost
         if model.price_output > 0:
@@ -73,10 +85,21 @@ class BudgetGuard:
         )
 
     def settle(self, reservation: Reservation, prompt_tokens: int, completion_tokens: int) -> float:
-        """Charge the usage the provider reported; returns the charge."""
+        """Charge the usage the provider reported; returns the charge.
+
+        Usage beyond what the reservation allowed is charged as billed and
+        marks the guard overbilled.
+        """
         self.held -= reservation.amount
         charge = reservation.price_input * prompt_tokens + reservation.price_output * completion_tokens
         self.charged += charge
+        excess = []
+        if completion_tokens > reservation.max_tokens:
+            excess.append(f"{completion_tokens} completion tokens for a cap of {reservation.max_tokens}")
+        if prompt_tokens > reservation.prompt_tokens:
+            excess.append(f"{prompt_tokens} prompt tokens where {reservation.prompt_tokens} were reserved")
+        if excess and not self.overbilled:
+            self.overbilled = f"{reservation.model} billed " + " and ".join(excess)
         return charge
 
     def keep(self, reservation: Reservation) -> float:

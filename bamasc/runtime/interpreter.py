@@ -47,7 +47,7 @@ class TaskResult:
     budget: float
     bound: float  # the template's proven worst case
     overran: bool
-    status: str  # ok | exhausted | failed | error
+    status: str  # ok | exhausted | failed | error | overbilled
     error: str | None
     calls: int
 
@@ -58,6 +58,10 @@ class BudgetExhausted(Exception):
 
 class TaskError(Exception):
     """The task cannot go on: a provider kept failing, or a plan card was malformed."""
+
+
+class TaskOverbilled(Exception):
+    """A provider billed more than the call's reservation allowed: the task stops at once."""
 
 
 class TaskRun:
@@ -94,6 +98,7 @@ class TaskRun:
         self.best: Output | None = None
         self.statement = 0
         self.calls_made = 0
+        self.in_flight: set[asyncio.Future] = set()  # concurrent calls of a `parallel`, cancelled on overbilling
 
     # ------------------------------------------------------------ the task
 
@@ -111,6 +116,8 @@ class TaskRun:
             status = "exhausted"
         except TaskError as problem:
             status, error = "error", str(problem)
+        except TaskOverbilled as problem:
+            status, error = "overbilled", str(problem)
         final = self._final(result) if status == "ok" else self._fallback()
         if status != "ok" and final is None:
             status = "failed" if status == "exhausted" else status
@@ -176,10 +183,13 @@ class TaskRun:
         prompt_tokens = exact if exact is not None else safe_prompt_bound(messages)
         cap = output_cap(role, model)
         for attempt in range(1, self.retry.max_attempts + 1):
+            if self.guard.overbilled:
+                raise TaskOverbilled(self.guard.overbilled)
             reservation = self.guard.reserve(model, prompt_tokens, cap)
             if reservation is None:
                 self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False)
                 raise BudgetExhausted(node_id)
+            held = self._reserved(node, model, attempt, reservation)
             started = time.perf_counter()
             try:
                 completion = await provider.complete(messages, reservation.max_tokens, timeout=self.retry.timeout)
@@ -187,29 +197,64 @@ class TaskRun:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
                 self._record(
                     node, model, prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
-                    attempt, clamped=reservation.clamped, error=f"{problem.kind}: {problem.message}",
+                    attempt, clamped=reservation.clamped, error=f"{problem.kind}: {problem.message}", held=held,
                 )
                 if not self.retry.should_retry(attempt, problem):
                     raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
                 await asyncio.sleep(self.retry.delay(attempt, problem, self.rng))
                 continue
+            except asyncio.CancelledError:
+                # Stopped from outside (a sibling was overbilled, or the run was
+                # interrupted) while the request was out: it may be billed.
+                charged = self.guard.keep(reservation)
+                self._record(
+                    node, model, prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
+                    attempt, clamped=reservation.clamped, error="cancelled: outcome unknown, reservation kept", held=held,
+                )
+                raise
+            except Exception as problem:
+                # A provider that fails in a way it does not classify (a defect in
+                # it or in its SDK) ends this task only, and may have billed.
+                charged = self.guard.keep(reservation)
+                what = f"unexpected {type(problem).__name__} from the provider"
+                self._record(
+                    node, model, prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
+                    attempt, clamped=reservation.clamped, error=f"malformed: {what}, reservation kept", held=held,
+                )
+                raise TaskError(f"{node_id} on {model.name}: {what}") from None
             charged = self.guard.settle(reservation, completion.prompt_tokens, completion.completion_tokens)
             self.calls_made += 1
             self._record(
                 node, model, completion.prompt_tokens, completion.completion_tokens, reservation.amount, charged,
-                time.perf_counter() - started, attempt, clamped=reservation.clamped,
+                time.perf_counter() - started, attempt, clamped=reservation.clamped, held=held,
+                error=f"overbilled: {self.guard.overbilled}" if self.guard.overbilled else None,
             )
+            if self.guard.overbilled:
+                for sibling in self.in_flight:
+                    if sibling is not asyncio.current_task():
+                        sibling.cancel()
+                raise TaskOverbilled(self.guard.overbilled)
             output = Output(completion.text, node_id, model.tier)
             if role.reads not in ("verdict", "plan"):
                 self.best = output
             return output
         raise TaskError(f"{node_id}: no attempts left")  # max_attempts >= 1 makes this unreachable
 
-    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None):
+    def _reserved(self, node, model, attempt: int, reservation) -> str | None:
+        """Write the reservation ahead of the attempt: if the process dies in flight, the trace still holds it."""
+        if self.trace is None:
+            return None
+        return self.trace.reserve(
+            {"task_id": self.task_id, "node": node.id, "model": model.name, "attempt": attempt,
+             "reserved": round(reservation.amount, 6)}
+        )
+
+    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None, held=None):
         if self.trace is None:
             return
         self.trace.call(
             {
+                "id": held,
                 "task_id": self.task_id,
                 "node": node.id,
                 "role": node.role,
@@ -249,15 +294,23 @@ class TaskRun:
 
     async def _parallel(self, node: ast.Parallel):
         base = self.inputs(node.call)
-        calls = [self.call(node.call.slot, k, f"parallel{k}", base) for k in range(self.count(node.call.slot))]
-        outcomes = await asyncio.gather(*calls, return_exceptions=True)
-        # Keep what finished; a budget or provider failure of one branch stops the flow.
+        calls = [
+            asyncio.ensure_future(self.call(node.call.slot, k, f"parallel{k}", base))
+            for k in range(self.count(node.call.slot))
+        ]
+        self.in_flight.update(calls)
+        try:
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            self.in_flight.difference_update(calls)
+        # Keep what finished; a budget or provider failure of one branch stops
+        # the flow (overbilling first: it cancelled the others).
         done = [o for o in outcomes if isinstance(o, Output)]
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                if done and self.best is None:
-                    self.best = done[0]
-                raise outcome
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if failures:
+            if done and self.best is None:
+                self.best = done[0]
+            raise next((f for f in failures if isinstance(f, TaskOverbilled)), failures[0])
         return done
 
     async def _vote(self, node: ast.Vote):

@@ -1,19 +1,40 @@
-"""Traces: one JSONL line per call attempt and one per task, flushed as they happen.
+"""Traces: one JSONL line per reservation, per call attempt and per task, flushed as they happen.
 
-A crash or Ctrl-C leaves every line written so far intact (each line is
-written whole and flushed), so `--resume` can skip the tasks already done.
+The trace is the ledger that survives a crash. Before an attempt starts, a
+`reserve` line records the money held for it; the attempt's `call` line,
+written when it ends, names the same reservation `id` and what was charged.
+A reservation without its call line is an attempt whose outcome nobody saw
+(the process died while it was in flight), so it counts as charged in full:
+the provider may have billed it. A task's spend is the sum over every run
+that the trace holds, and `--resume` continues a task from that sum.
+
+Each line is written whole and flushed; a line cut short by a crash is the
+last one, and is dropped before anything is appended.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
+from dataclasses import dataclass, field
+
+TRACE_TYPES = ("reserve", "call", "task")
+
+
+class TraceError(ValueError):
+    """A trace that cannot be resumed from; the message names the file, the line and what is wrong."""
 
 
 class TraceWriter:
     def __init__(self, path: str | None):
         self.path = path
         self.handle = None
+        # Reservation ids only need to be unique within one trace: a run's
+        # random prefix keeps them apart from other runs appending to it.
+        self._run = os.urandom(4).hex()
+        self._numbers = itertools.count(1)
         if path:
             _drop_partial_last_line(path)
             self.handle = open(path, "a", encoding="utf-8")
@@ -22,6 +43,12 @@ class TraceWriter:
         if self.handle is not None:
             self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             self.handle.flush()
+
+    def reserve(self, record: dict) -> str:
+        """Record money held for an attempt about to start; returns the id its call line must carry."""
+        reservation = f"{self._run}.{next(self._numbers)}"
+        self._write({"type": "reserve", "id": reservation, **record})
+        return reservation
 
     def call(self, record: dict) -> None:
         self._write({"type": "call", **record})
@@ -35,20 +62,111 @@ class TraceWriter:
             self.handle = None
 
 
-def finished_tasks(path: str) -> set[str]:
-    """Ids of tasks with a task line in an existing trace (what `--resume` skips)."""
-    done = set()
+@dataclass
+class TaskLedger:
+    """What the trace holds for one task, over every run that wrote to it."""
+
+    charged: float = 0.0  # the call lines' charges
+    open: dict[str, dict] = field(default_factory=dict)  # reservations without a call line, by id
+    finished: bool = False  # a task line was written
+
+    @property
+    def spent(self) -> float:
+        """Everything the task may have cost: charges plus every reservation whose outcome is unknown."""
+        return self.charged + sum(reservation["reserved"] for reservation in self.open.values())
+
+
+def read_ledgers(path: str | None) -> dict[str, TaskLedger]:
+    """Each task's ledger in an existing trace; a line that is not a trace record is a TraceError.
+
+    Only the last line may be cut short (by a crash); it is ignored. Anything
+    else that is not a record of the three types, with the fields resuming
+    needs, stops the resume: guessing would lose or double money.
+    """
+    ledgers: dict[str, TaskLedger] = {}
     if not path or not os.path.exists(path):
-        return done
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
-            if record.get("type") == "task":
-                done.add(str(record["task_id"]))
-    return done
+        return ledgers
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read().split(b"\n")
+    except OSError as problem:
+        raise TraceError(f"{path}: cannot read the trace: {problem.strerror or problem}") from None
+    last = len(lines)
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = _decode(raw)
+        except ValueError as problem:
+            if number == last:
+                continue  # the half-written last line of a run that was killed
+            raise TraceError(f"{path}:{number}: {problem}") from None
+        problem = _check(record)
+        if problem:
+            raise TraceError(f"{path}:{number}: {problem}")
+        ledger = ledgers.setdefault(record["task_id"], TaskLedger())
+        kind = record["type"]
+        if kind == "reserve":
+            ledger.open[record["id"]] = record
+        elif kind == "call":
+            ledger.charged += record["charged"]
+            ledger.open.pop(record.get("id"), None)
+        else:
+            ledger.finished = True
+    return ledgers
+
+
+def finished_tasks(path: str | None) -> set[str]:
+    """Ids of tasks with a task line in an existing trace (what `--resume` skips)."""
+    return {task_id for task_id, ledger in read_ledgers(path).items() if ledger.finished}
+
+
+def _decode(raw: bytes) -> object:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        raise ValueError(f"not UTF-8 (byte {problem.start + 1})") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("not a trace record (nested too deeply)") from None
+    except json.JSONDecodeError as problem:
+        raise ValueError(f"not JSON: {problem.msg} (column {problem.colno})") from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"not a trace record ({name} is no number)")
+
+
+def _check(record: object) -> str | None:
+    """What makes `record` unusable for resuming, or None."""
+    if not isinstance(record, dict):
+        return f"not a trace record (a JSON object), but {type(record).__name__} {_shown(record)}"
+    kind = record.get("type")
+    if kind not in TRACE_TYPES:
+        return f"unknown record type {_shown(kind)} (one of {', '.join(TRACE_TYPES)})"
+    if not isinstance(record.get("task_id"), str) or not record["task_id"]:
+        return f"{kind} line without a task_id (a string), got {_shown(record.get('task_id'))}"
+    if kind == "reserve":
+        if not isinstance(record.get("id"), str):
+            return f"reserve line without an id, got {_shown(record.get('id'))}"
+        if not _amount(record.get("reserved")):
+            return f"reserve line with reserved = {_shown(record.get('reserved'))}, not an amount in µ$"
+    if kind == "call":
+        if not _amount(record.get("charged")):
+            return f"call line with charged = {_shown(record.get('charged'))}, not an amount in µ$"
+        if record.get("id") is not None and not isinstance(record["id"], str):
+            return f"call line with id = {_shown(record['id'])}, not a reservation id"
+    return None
+
+
+def _amount(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _drop_partial_last_line(path: str) -> None:

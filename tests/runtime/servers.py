@@ -25,7 +25,7 @@ SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
 class Action:
     """What the server does with one request."""
 
-    kind: str  # reply | status | slow | malformed | truncated | drop
+    kind: str  # reply | status | slow | malformed | truncated | drop | raw | huge | drip | hang
     text: str = "Hello from the test server."
     prompt_tokens: int = 11
     completion_tokens: int = 7
@@ -33,7 +33,10 @@ class Action:
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
     body: object = None  # JSON body of a `status` action; a provider-shaped error when None
-    delay: float = 0.0  # seconds a `slow` action waits before it replies
+    delay: float = 0.0  # seconds a `slow` action waits before it replies; a `drip` between bytes
+    raw: bytes = b""  # the body of a `raw` or `drip` action, sent as given
+    size: int = 0  # bytes of a `huge` body
+    declared: bool = True  # a `huge` body announces its length (else it is chunked)
 
 
 def reply(
@@ -72,6 +75,26 @@ def drop() -> Action:
     return Action("drop")
 
 
+def raw(body: bytes | str, code: int = 200) -> Action:
+    """A body sent byte for byte: literal `Infinity`, `1e999`, strings where numbers belong."""
+    return Action("raw", raw=body.encode() if isinstance(body, str) else body, status=code)
+
+
+def huge(size: int, *, declared: bool = True) -> Action:
+    """A body of `size` bytes, streamed until the client stops reading."""
+    return Action("huge", size=size, declared=declared)
+
+
+def drip(body: bytes | str, delay: float) -> Action:
+    """A whole, valid body sent one byte at a time, `delay` seconds apart."""
+    return Action("drip", raw=body.encode() if isinstance(body, str) else body, delay=delay)
+
+
+def hang() -> Action:
+    """Read the request and never answer."""
+    return Action("hang")
+
+
 @dataclass(frozen=True)
 class Request:
     """One request as the server received it."""
@@ -88,6 +111,8 @@ class ScriptedServer:
     flavor: str  # openai | anthropic
     requests: list[Request] = field(default_factory=list)
     _script: deque = field(default_factory=deque)
+    responder: object = None  # request body -> Action; answers every request when set (concurrent runs)
+    bytes_sent: int = 0  # body bytes of `huge` actions that reached the socket
     _stopping: threading.Event = field(default_factory=threading.Event)
     _httpd: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -105,7 +130,9 @@ class ScriptedServer:
     def script(self, *actions: Action) -> None:
         self._script.extend(actions)
 
-    def next_action(self) -> Action:
+    def next_action(self, body: object = None) -> Action:
+        if self.responder is not None:
+            return self.responder(body)
         try:
             return self._script.popleft()
         except IndexError:
@@ -214,7 +241,28 @@ class _Handler(BaseHTTPRequestHandler):
                 body=body,
             )
         )
-        action = self.owner.next_action()
+        action = self.owner.next_action(body)
+        if action.kind == "raw":
+            self._send_raw(action.status, action.raw)
+            return
+        if action.kind == "huge":
+            self._stream_huge(action)
+            return
+        if action.kind == "drip":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(action.raw)))
+            self.end_headers()
+            for byte in action.raw:
+                if self.owner._stopping.is_set():
+                    return
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                self.owner.wait(action.delay)
+            return
+        if action.kind == "hang":
+            self.owner.wait(3600)
+            return
         if action.kind == "drop":
             self._cut()
             return
@@ -252,6 +300,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _stream_huge(self, action: Action) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if action.declared:
+            self.send_header("Content-Length", str(action.size))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b'{"pad": "' + b"x" * (64 * 1024 - 10)
+        left = action.size
+        while left > 0 and not self.owner._stopping.is_set():
+            piece = chunk[: min(len(chunk), left)]
+            self.wfile.write(piece if action.declared else b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.owner.bytes_sent += len(piece)
+            left -= len(piece)
         self.wfile.flush()
 
     def _cut(self) -> None:

@@ -576,5 +576,7 @@ def test_plain_http_endpoints_skip_the_ca_bundle_and_trust_nothing():
     assert isinstance(local, ssl.SSLContext)
     assert local.cert_store_stats()["x509_ca"] == 0  # nothing loaded ...
     assert local.verify_mode == ssl.CERT_REQUIRED and local.check_hostname  # ... and nothing unchecked
-    assert aiohttp_client(recorder, "https://api.openai.com/v1") == {}  # the SDK's own verified default
-    assert aiohttp_client(recorder, None) == {}
+    remote = aiohttp_client(recorder, "https://api.openai.com/v1")
+    assert "verify" not in remote  # the SDK's own verified default
+    assert list(remote["event_hooks"]) == ["response"]  # the body cap
+    assert "verify" not in aiohttp_client(recorder, None)

@@ -10,6 +10,7 @@ from bamasc.runtime.providers.base import (
     aiohttp_client,
     malformed_error,
     post_json,
+    usage_tokens,
 )
 
 PROVIDER = "anthropic"
@@ -77,17 +78,19 @@ class AnthropicProvider:
         try:
             text = "".join(block["text"] for block in response["content"] if block.get("type") == "text")
             usage = response["usage"]
-            prompt_tokens = int(usage["input_tokens"])
-            for extra in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-                prompt_tokens += int(usage.get(extra) or 0)
-            completion_tokens = int(usage["output_tokens"])
             finish_reason = response.get("stop_reason")
-        except (AttributeError, KeyError, TypeError, ValueError) as error:
+        except (AttributeError, KeyError, TypeError) as error:
             detail = "no usage" if not isinstance(response, dict) or response.get("usage") is None else type(error).__name__
             raise malformed_error(provider=PROVIDER, model=self.name, detail=f"missing fields ({detail})") from None
-        if prompt_tokens < 0 or completion_tokens < 0:
-            raise malformed_error(provider=PROVIDER, model=self.name, detail="negative usage")
-        return Completion(text, prompt_tokens, completion_tokens, finish_reason)
+        if not isinstance(text, str):
+            raise malformed_error(provider=PROVIDER, model=self.name, detail="a text block is not text")
+        # Cache reads and writes are billed as input; bamasc never asks for
+        # caching, so they should be absent, and are charged if not.
+        prompt_tokens = usage_tokens(usage, "input_tokens", provider=PROVIDER, model=self.name)
+        for extra in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+            prompt_tokens += usage_tokens(usage, extra, provider=PROVIDER, model=self.name, optional=True)
+        completion_tokens = usage_tokens(usage, "output_tokens", provider=PROVIDER, model=self.name)
+        return Completion(text, prompt_tokens, completion_tokens, finish_reason if isinstance(finish_reason, str) else None)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -18,6 +18,12 @@ ROLES = ("system", "user", "assistant")
 ERROR_KINDS = ("rate_limited", "server", "timeout", "connection", "malformed", "client", "auth", "not_found")
 RETRYABLE_KINDS = frozenset({"rate_limited", "server", "timeout", "connection", "malformed"})
 
+# The most bytes a reply body may hold, error bodies included. A chat reply of
+# the largest output cap any provider offers (about 128k tokens) is under 2 MiB
+# of JSON; anything bigger is no answer to the call, and reading it whole
+# would let one server take the client's memory.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
 # A gateway that answers 502 or 504 may have passed the request on to a model
 # that ran it to the end; every other status means the provider did not bill.
 GATEWAY_STATUSES = frozenset({502, 504})
@@ -39,6 +45,30 @@ class Completion:
     prompt_tokens: int  # as the provider reports them: what it bills
     completion_tokens: int
     finish_reason: str | None = None
+
+
+def usage_tokens(usage: object, field: str, *, provider: str, model: str, optional: bool = False) -> int:
+    """`usage[field]` as a token count: a JSON integer, not negative; anything else makes the reply malformed.
+
+    Floats, strings and booleans are refused rather than coerced: a count
+    given as `19.99`, `"15"`, `true` or `Infinity` is not what any provider
+    bills, and a coerced guess could charge less than was spent. `optional`
+    fields may be missing or null (zero).
+    """
+    value = usage.get(field) if isinstance(usage, dict) else None
+    if value is None and optional and isinstance(usage, dict):
+        return 0
+    if type(value) is not int or value < 0:
+        shown = "missing" if value is None else _shown(value)
+        raise malformed_error(
+            provider=provider, model=model, detail=f"usage.{field} is {shown}, not a token count"
+        )
+    return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class ProviderError(Exception):
@@ -140,9 +170,58 @@ def aiohttp_client(sdk, base_url: str | None):
     https address it might be sent to fails verification rather than going
     unchecked.
     """
+    hooks = {"response": [_cap_body]}
     if base_url is not None and urlsplit(base_url).scheme == "http":
-        return sdk.DefaultAioHttpClient(verify=_trusting_nothing())
-    return sdk.DefaultAioHttpClient()
+        return sdk.DefaultAioHttpClient(verify=_trusting_nothing(), event_hooks=hooks)
+    return sdk.DefaultAioHttpClient(event_hooks=hooks)
+
+
+class BodyTooLarge(Exception):
+    """A reply body longer than MAX_BODY_BYTES; raised while it is read, so no more of it is."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the body is longer than {limit:,} bytes")
+
+
+async def _cap_body(response) -> None:
+    """Response hook: refuse a declared length over the cap at once, and stop reading any other body at it.
+
+    The hook runs when the headers have arrived and before the SDK reads the
+    body, so the wrapped stream is what every later read goes through.
+    """
+    declared = response.headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
+        await response.aclose()
+        raise BodyTooLarge(MAX_BODY_BYTES)
+    response.stream = _capped_stream(response.stream, MAX_BODY_BYTES)
+
+
+def _capped_stream(stream, limit: int):
+    # The HTTP library checks that a body is its own AsyncByteStream type,
+    # whose module (httpx or httpx2) depends on the SDK release.
+    base = next(cls for cls in type(stream).__mro__ if cls.__name__ == "AsyncByteStream")
+    return _capped_class(base)(stream, limit)
+
+
+@functools.cache
+def _capped_class(base: type) -> type:
+    class CappedStream(base):
+        def __init__(self, inner, limit: int) -> None:
+            self.inner = inner
+            self.limit = limit
+
+        async def __aiter__(self):
+            total = 0
+            async for chunk in self.inner:
+                total += len(chunk)
+                if total > self.limit:
+                    raise BodyTooLarge(self.limit)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return CappedStream
 
 
 @functools.cache
@@ -308,6 +387,10 @@ def _cause_chain(error: BaseException):
         link = link.__cause__ or link.__context__
 
 
+def _first_link(error: BaseException, kind: type) -> BaseException:
+    return next(link for link in _cause_chain(error) if isinstance(link, kind))
+
+
 def _innermost(error: BaseException) -> BaseException:
     chain = list(_cause_chain(error))
     return chain[-1]
@@ -329,6 +412,8 @@ def sdk_error(
     exception of the SDK's `base_error` class is a client error. Returns None
     for an exception that is no provider failure (a bug to let through).
     """
+    if any(isinstance(link, BodyTooLarge) for link in _cause_chain(error)):
+        return malformed_error(provider=provider, model=model, detail=str(_first_link(error, BodyTooLarge)))
     if isinstance(error, TimeoutError):  # the caller's overall deadline
         return transport_error(error, provider=provider, model=model, timeout=timeout, timed_out=True)
     if isinstance(error, sdk.APIStatusError):
@@ -347,6 +432,10 @@ def sdk_error(
         return malformed_error(provider=provider, model=model, detail=_detail(error, secret))
     if isinstance(error, json.JSONDecodeError):
         return malformed_error(provider=provider, model=model, detail=f"the body is not JSON ({error.msg})")
+    if isinstance(error, (RecursionError, ValueError, UnicodeError)):
+        # Raised while decoding the body: nesting too deep for the parser, an
+        # integer longer than Python converts, bytes that are not UTF-8.
+        return malformed_error(provider=provider, model=model, detail=f"the body cannot be decoded ({type(error).__name__})")
     if is_transport_error(error):  # raised while the SDK read a body it did not wrap
         return transport_error(error, provider=provider, model=model, timeout=timeout)
     if base_error is not None and isinstance(error, base_error):

@@ -12,6 +12,7 @@ from bamasc.runtime.providers.base import (
     aiohttp_client,
     malformed_error,
     post_json,
+    usage_tokens,
 )
 from bamasc.runtime.tokens import exact_prompt_tokens
 
@@ -93,15 +94,15 @@ class OpenAIProvider:
             choice = response["choices"][0]
             text = choice["message"].get("content") or ""
             usage = response["usage"]
-            prompt_tokens = int(usage["prompt_tokens"])
-            completion_tokens = int(usage["completion_tokens"])
             finish_reason = choice.get("finish_reason")
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+        except (AttributeError, IndexError, KeyError, TypeError) as error:
             detail = "no usage" if not isinstance(response, dict) or response.get("usage") is None else type(error).__name__
             raise malformed_error(provider=PROVIDER, model=self.name, detail=f"missing fields ({detail})") from None
-        if not isinstance(text, str) or prompt_tokens < 0 or completion_tokens < 0:
-            raise malformed_error(provider=PROVIDER, model=self.name, detail="fields of the wrong type")
-        return Completion(text, prompt_tokens, completion_tokens, finish_reason)
+        if not isinstance(text, str):
+            raise malformed_error(provider=PROVIDER, model=self.name, detail="the message content is not text")
+        prompt_tokens = usage_tokens(usage, "prompt_tokens", provider=PROVIDER, model=self.name)
+        completion_tokens = usage_tokens(usage, "completion_tokens", provider=PROVIDER, model=self.name)
+        return Completion(text, prompt_tokens, completion_tokens, finish_reason if isinstance(finish_reason, str) else None)
 
     async def aclose(self) -> None:
         await self._client.close()

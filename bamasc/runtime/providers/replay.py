@@ -121,6 +121,8 @@ def _load(path: str, model: str, *, must_exist: bool) -> tuple[dict[str, list[Co
         if must_exist:
             raise ProviderError(f"replay model '{model}': cassette {path} does not exist", kind="not_found") from None
         return recorded, counted
+    except (OSError, UnicodeDecodeError) as problem:
+        raise ProviderError(f"cassette {path} cannot be read: {problem}", kind="client") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -130,22 +132,29 @@ def _load(path: str, model: str, *, must_exist: bool) -> tuple[dict[str, list[Co
                 continue
             completion = Completion(
                 str(entry["text"]),
-                int(entry["prompt_tokens"]),
-                int(entry["completion_tokens"]),
+                _count(entry["prompt_tokens"]),
+                _count(entry["completion_tokens"]),
                 entry.get("finish_reason"),
             )
             key = str(entry["key"])
             count = entry.get("counted_prompt_tokens")
             if count is not None:
-                counted[prompt_key(model, [Message(m["role"], m["content"]) for m in entry["messages"]], None)] = int(
+                counted[prompt_key(model, [Message(m["role"], m["content"]) for m in entry["messages"]], None)] = _count(
                     count
                 )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             if not line.endswith("\n"):
                 continue  # the last line of a run that stopped mid-write
             raise ProviderError(f"cassette {path} line {number} is not a recorded call", kind="client") from None
         recorded.setdefault(key, []).append(completion)
     return recorded, counted
+
+
+def _count(value: object) -> int:
+    """A recorded token count: a non-negative JSON integer, as providers report them."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"not a token count: {value!r}")
+    return value
 
 
 def _drop_torn_line(path: str) -> None:
