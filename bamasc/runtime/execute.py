@@ -116,6 +116,10 @@ def _row(path: str, number: int, raw: bytes) -> object:
         return json.loads(line)
     except RecursionError:
         raise DatasetError(f"{path}:{number}: nested too deeply to be a task row") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as problem:  # an integer longer than Python reads from text
+        raise DatasetError(f"{path}:{number}: not a task row ({problem})") from None
 
 
 class Summary:

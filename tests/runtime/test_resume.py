@@ -122,6 +122,32 @@ def test_exec_resume_on_a_bad_trace_is_an_error_not_a_traceback(tmp_path, capsys
     assert open(trace).read().count("\n") == 2  # nothing appended to a trace that could not be read
 
 
+# ---------------------------------------------------------------- dataset rows
+
+
+@pytest.mark.parametrize(
+    "row, said",
+    [
+        (b'{"id": "a", "task": "\xff"}', "d.jsonl:2:22: not UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "d.jsonl:2: nested too deeply"),
+        (b'{"id": ' + b"9" * 5000 + b', "task": "x"}', "d.jsonl:2: not a task row"),
+        (b"123", "d.jsonl:2: a row must be a JSON object"),
+    ],
+    ids=["utf8", "nesting", "digits", "scalar"],
+)
+def test_a_bad_dataset_row_is_an_error_with_its_place_or_skipped(tmp_path, capsys, row, said):
+    shutil.copy(GSM8K, tmp_path / "gsm8k.bam")
+    data = tmp_path / "d.jsonl"
+    data.write_bytes(b'{"id": "ok", "task": "What is 1 plus 1?"}\n' + row + b"\n")
+    args = ["exec", str(tmp_path / "gsm8k.bam"), "--dataset", str(data), "--fake", "echo"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert main(args + ["--skip-bad-rows"]) == 0
+    captured = capsys.readouterr()
+    assert "tasks run: 1" in captured.out and said in captured.err
+
+
 # ---------------------------------------------------------------- resuming through the library
 
 
