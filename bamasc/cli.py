@@ -447,6 +447,9 @@ def run_exec(args) -> int:
         if not os.path.isfile(args.dataset):
             report.usage(f"no such file: {args.dataset}")
             return report.exit_code
+        if args.trace and os.path.exists(args.trace) and os.path.samefile(args.trace, args.dataset):
+            report.usage(f"--trace {args.trace} is the dataset itself: traces are appended to")
+            return report.exit_code
         tasks = _read_rows(read_dataset, args.dataset, args.skip_bad_rows, DatasetError)
         if tasks is None:
             return EXIT_ERRORS
@@ -495,9 +498,13 @@ def run_exec(args) -> int:
         worst = max((r.cost for r in results), default=0.0)
         bound = max((r.bound for r in results), default=template.worst_case_cost)
         print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {bound:.1f} µ$")
-    if any(r.overran or r.status == "overbilled" for r in results):
+    if any(r.overran or r.status in FAILED_STATUSES for r in results):
         report.errors += 1
     return report.exit_code
+
+
+# Task outcomes that make `exec` exit 1: no answer, or a broken promise.
+FAILED_STATUSES = frozenset({"error", "failed", "overbilled"})
 
 
 def _progress_bar():

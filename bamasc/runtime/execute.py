@@ -130,9 +130,11 @@ class Summary:
         self.by_model: dict[str, list[float]] = {}
 
     def add(self, call: dict) -> None:
+        if call["skipped"]:
+            return  # never sent: its prompt tokens are a bound, not usage
         for table, key in ((self.by_role, call["role"]), (self.by_model, call["model"])):
             row = table.setdefault(key, [0, 0, 0, 0.0])
-            row[0] += 0 if call["skipped"] else 1
+            row[0] += 1
             row[1] += call["prompt_tokens"]
             row[2] += call["completion_tokens"]
             row[3] += call["charged"]
@@ -152,12 +154,14 @@ class _Recorder(TraceWriter):
         super().call(record)
 
 
-def make_providers(program, system_name: str, options: ExecOptions) -> dict:
+def make_providers(program, system_name: str, options: ExecOptions, models=None) -> dict:
+    """A provider for each of `models` (default: every model of the system), which needs their API keys."""
     from bamasc.runtime.providers import make_provider
 
+    names = program.systems[system_name].models if models is None else sorted(models)
     return {
         name: make_provider(program.models[name], fake_mode=options.fake_mode, cassette=options.cassette, record=options.record)
-        for name in program.systems[system_name].models
+        for name in names
     }
 
 
@@ -219,8 +223,10 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
         if not system.template(name).feasible:
             raise ValueError(f"template '{name}' has no binding within {system.budget:g} µ$")
     summary = Summary()
-    # Nothing left to run (a finished --resume) needs no SDK and no API key.
-    providers = make_providers(program, system.name, options) if pending else {}
+    # Only models the chosen templates bind need an SDK and an API key;
+    # nothing left to run (a finished --resume) needs none.
+    bound = {seat.model for name in set(chosen.values()) for seat in system.template(name).binding}
+    providers = make_providers(program, system.name, options, bound) if pending else {}
     try:
         trace = _Recorder(options.trace_path, summary, calls)
     except BaseException:

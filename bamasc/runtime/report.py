@@ -10,7 +10,9 @@ from bamasc.plan.render import _table, binding_text
 def ledger_table(calls: list[dict]) -> str:
     rows = []
     for call in calls:
-        note = "skipped: budget" if call["skipped"] else (call["error"] or ("clamped" if call["clamped"] else ""))
+        notes = ["skipped: budget"] if call["skipped"] else ["clamped"] * bool(call["clamped"]) + [call["error"] or ""]
+        # A server's message may hold newlines or tabs; one row stays one line.
+        note = " ".join("; ".join(n for n in notes if n).split())
         rows.append(
             [
                 call["node"],
@@ -53,6 +55,8 @@ def dataset_report(results, summary, skipped: list[str]) -> str:
     statuses: dict[str, int] = {}
     for result in results:
         statuses[result.status] = statuses.get(result.status, 0) + 1
+    if not results:
+        return f"nothing to run: all {len(skipped)} tasks are finished in the trace" if skipped else "no tasks"
     lines = [
         f"tasks run: {len(results)}" + (f" (skipped {len(skipped)} already in the trace)" if skipped else ""),
         "status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),

@@ -68,7 +68,7 @@ class TaskLedger:
 
     charged: float = 0.0  # the call lines' charges
     open: dict[str, dict] = field(default_factory=dict)  # reservations without a call line, by id
-    finished: bool = False  # a task line was written
+    finished: bool = False  # its last task line ended in anything but `error`
 
     @property
     def spent(self) -> float:
@@ -112,12 +112,14 @@ def read_ledgers(path: str | None) -> dict[str, TaskLedger]:
             ledger.charged += record["charged"]
             ledger.open.pop(record.get("id"), None)
         else:
-            ledger.finished = True
+            # The last task line decides: one that ended in `error` (a provider
+            # kept failing) is run again by --resume, with what it spent.
+            ledger.finished = record.get("status") != "error"
     return ledgers
 
 
 def finished_tasks(path: str | None) -> set[str]:
-    """Ids of tasks with a task line in an existing trace (what `--resume` skips)."""
+    """Ids of tasks whose last task line did not end in `error` (what `--resume` skips)."""
     return {task_id for task_id, ledger in read_ledgers(path).items() if ledger.finished}
 
 

@@ -225,7 +225,7 @@ def test_exec_dataset_trace_contract_and_resume(tmp_path, capsys):
     # Resume: nothing left to do, nothing appended.
     size = trace.stat().st_size
     assert main(args + ["--resume"]) == 0
-    assert "skipped 6 already in the trace" in capsys.readouterr().out
+    assert "nothing to run: all 6 tasks are finished in the trace" in capsys.readouterr().out
     assert trace.stat().st_size == size
 
 
@@ -287,7 +287,7 @@ def test_a_finished_resume_needs_no_api_key(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     # Real providers now, without their keys: nothing is left, so none is made.
     assert main([*common, "--resume"]) == 0
-    assert "skipped 3 already in the trace" in capsys.readouterr().out
+    assert "nothing to run: all 3 tasks are finished in the trace" in capsys.readouterr().out
     # With a task left, the missing key is reported.
     data.write_text(data.read_text() + json.dumps({"id": "new", "question": "What is 1 plus 1?"}) + "\n")
     assert main([*common, "--resume"]) != 0

@@ -195,7 +195,7 @@ def test_a_provider_defect_ends_that_task_only_and_every_task_gets_its_line(tmp_
     plan, program = compiled()
     import bamasc.runtime.execute as execute
 
-    monkeypatch.setattr(execute, "make_providers", lambda program, system, options: {
+    monkeypatch.setattr(execute, "make_providers", lambda program, system, options, models=None: {
         name: Broken() for name in program.systems[system].models
     })
     trace = str(tmp_path / "trace.jsonl")
