@@ -91,6 +91,15 @@ def test_a_trace_that_is_the_dataset_is_refused(setup, capsys):
     assert open(data).read() == before
 
 
+@pytest.mark.parametrize("where", ["missing-folder/trace.jsonl", "."])
+def test_a_trace_that_cannot_be_written_is_refused_before_any_call(setup, capsys, where):
+    server, source, data, tmp_path = setup
+    assert main(["exec", source, "--dataset", data, "--trace", str(tmp_path / where)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the trace" in err and "Traceback" not in err
+    assert not server.requests
+
+
 def test_a_server_message_with_newlines_stays_on_one_ledger_row(setup, capsys):
     server, source, _, _ = setup
     body = {"error": {"message": "bad request:\nline two\n\tline three", "type": "invalid_request_error"}}
