@@ -450,15 +450,15 @@ def run_exec(args) -> int:
         if args.trace and os.path.exists(args.trace) and os.path.samefile(args.trace, args.dataset):
             report.usage(f"--trace {args.trace} is the dataset itself: traces are appended to")
             return report.exit_code
+        tasks = _read_rows(read_dataset, args.dataset, args.skip_bad_rows, DatasetError)
+        if tasks is None:
+            return EXIT_ERRORS
     if args.trace:
         try:  # before any task runs: a trace that cannot be written would lose every charge
             open(args.trace, "a", encoding="utf-8").close()
         except OSError as problem:
             report.usage(f"cannot write the trace {args.trace}: {problem.strerror or problem}")
             return report.exit_code
-        tasks = _read_rows(read_dataset, args.dataset, args.skip_bad_rows, DatasetError)
-        if tasks is None:
-            return EXIT_ERRORS
     options = ExecOptions(
         concurrency=args.concurrency,
         trace_path=args.trace,

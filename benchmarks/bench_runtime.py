@@ -74,7 +74,7 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, de
                     "created": 0,
                     "model": body["model"],
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "#### 42"}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 40, "completion_tokens": 4, "total_tokens": 44},
+                    "usage": {"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16},
                 }
             ).encode()
             # Headers and body in one write: split writes meet the client's delayed ACK, ~40 ms each.

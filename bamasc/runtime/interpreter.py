@@ -195,10 +195,7 @@ class TaskRun:
                 completion = await provider.complete(messages, reservation.max_tokens, timeout=self.retry.timeout)
             except ProviderError as problem:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
-                self._record(
-                    node, model, prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
-                    attempt, clamped=reservation.clamped, error=f"{problem.kind}: {problem.message}", held=held,
-                )
+                self._failed(node, model, attempt, reservation, held, started, charged, f"{problem.kind}: {problem.message}")
                 if not self.retry.should_retry(attempt, problem):
                     raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
                 await asyncio.sleep(self.retry.delay(attempt, problem, self.rng))
@@ -207,20 +204,14 @@ class TaskRun:
                 # Stopped from outside (a sibling was overbilled, or the run was
                 # interrupted) while the request was out: it may be billed.
                 charged = self.guard.keep(reservation)
-                self._record(
-                    node, model, prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
-                    attempt, clamped=reservation.clamped, error="cancelled: outcome unknown, reservation kept", held=held,
-                )
+                self._failed(node, model, attempt, reservation, held, started, charged, "cancelled: outcome unknown, reservation kept")
                 raise
             except Exception as problem:
                 # A provider that fails in a way it does not classify (a defect in
                 # it or in its SDK) ends this task only, and may have billed.
                 charged = self.guard.keep(reservation)
                 what = f"unexpected {type(problem).__name__} from the provider"
-                self._record(
-                    node, model, prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
-                    attempt, clamped=reservation.clamped, error=f"malformed: {what}, reservation kept", held=held,
-                )
+                self._failed(node, model, attempt, reservation, held, started, charged, f"malformed: {what}, reservation kept")
                 raise TaskError(f"{node_id} on {model.name}: {what}") from None
             charged = self.guard.settle(reservation, completion.prompt_tokens, completion.completion_tokens)
             self.calls_made += 1
@@ -239,6 +230,13 @@ class TaskRun:
                 self.best = output
             return output
         raise TaskError(f"{node_id}: no attempts left")  # max_attempts >= 1 makes this unreachable
+
+    def _failed(self, node, model, attempt: int, reservation, held, started: float, charged: float, error: str) -> None:
+        """Record an attempt that ended without a completion."""
+        self._record(
+            node, model, reservation.prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
+            attempt, clamped=reservation.clamped, error=error, held=held,
+        )
 
     def _reserved(self, node, model, attempt: int, reservation) -> str | None:
         """Write the reservation ahead of the attempt: if the process dies in flight, the trace still holds it."""
