@@ -184,6 +184,18 @@ def test_it_answers_with_real_text_and_honours_max_tokens(provider):
     assert cut.text.strip()
 
 
+def test_greedy_by_default_and_a_declared_seed_samples_alike(provider):
+    from bamasc.runtime.providers.base import Decoding
+
+    prompt = [Message("user", "Name a colour.")]
+    first, second = (run(provider.complete(prompt, 8, timeout=30)) for _ in range(2))
+    assert first.text == second.text  # temperature 0: a retry of the same prompt says the same
+    hot = Decoding(temperature=1.5, seed=11)
+    assert run(provider.complete(prompt, 8, timeout=30, decoding=hot)).text == run(
+        provider.complete(prompt, 8, timeout=30, decoding=hot)
+    ).text
+
+
 @pytest.mark.parametrize(
     "messages",
     [

@@ -21,7 +21,7 @@ from bamasc.runtime.providers import (
     ProviderError,
     make_provider,
 )
-from bamasc.runtime.providers.base import parse_retry_after, transport_error
+from bamasc.runtime.providers.base import Decoding, parse_retry_after, transport_error
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.providers.replay import ReplayProvider, prompt_key
 from bamasc.runtime.retry import RetryPolicy
@@ -107,6 +107,36 @@ def test_openai_reply_usage_and_request(openai_server, sdk):
     assert request.body["messages"] == [{"role": m.role, "content": m.content} for m in MESSAGES]
     assert request.had_auth and "authorization" not in request.headers
     assert request.headers.get("x-stainless-retry-count") == "0"
+
+
+def test_every_call_asks_for_greedy_decoding_unless_told_otherwise(endpoint):
+    server, provider = endpoint
+    chosen = Decoding(temperature=0.7, top_p=0.9, seed=5, stop=("END",))
+
+    async def both():  # one event loop: the provider's HTTP session is bound to it
+        await provider.complete(MESSAGES, 8, timeout=5)
+        await provider.complete(MESSAGES, 8, timeout=5, decoding=chosen)
+
+    run(both())
+    greedy, chosen = (request.body for request in server.requests)
+    assert greedy["temperature"] == 0 and "top_p" not in greedy and "seed" not in greedy
+    assert (chosen["temperature"], chosen["top_p"]) == (0.7, 0.9)
+    if server.flavor == "openai":
+        assert chosen["seed"] == 5 and chosen["stop"] == ["END"]
+    else:  # the Messages API has no seed
+        assert "seed" not in chosen and chosen["stop_sequences"] == ["END"]
+
+
+def test_openai_reasoning_models_get_no_sampling_fields_they_refuse(openai_server):
+    from bamasc.runtime.providers.openai_provider import OpenAIProvider
+
+    provider = OpenAIProvider("m1", "o3-mini", api_key=SECRET, base_url=openai_server.base_url)
+    try:
+        run(provider.complete(MESSAGES, 8, timeout=5, decoding=Decoding(temperature=0.0, seed=3, stop=("x",))))
+    finally:
+        run(provider.aclose())
+    body = openai_server.requests[0].body
+    assert "temperature" not in body and "stop" not in body and body["seed"] == 3
 
 
 def test_openai_compatible_server_gets_max_tokens(openai_server, sdk):
@@ -486,7 +516,7 @@ class Counting:
         self.calls = 0
         self.inner = FakeProvider("m1")
 
-    async def complete(self, messages, max_tokens, *, timeout):
+    async def complete(self, messages, max_tokens, *, timeout, decoding=None):
         self.calls += 1
         return await self.inner.complete(messages, max_tokens, timeout=timeout)
 
@@ -524,7 +554,7 @@ def test_repeated_prompt_plays_back_in_order(tmp_path):
     replies = iter(["first", "second"])
 
     class Sequence(Counting):
-        async def complete(self, messages, max_tokens, *, timeout):
+        async def complete(self, messages, max_tokens, *, timeout, decoding=None):
             return Completion(next(replies), 3, 2, "stop")
 
     recorder = ReplayProvider("m1", cassette, inner=Sequence(), record=True)

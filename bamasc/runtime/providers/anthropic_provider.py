@@ -5,7 +5,9 @@ from __future__ import annotations
 import anthropic
 
 from bamasc.runtime.providers.base import (
+    GREEDY,
     Completion,
+    Decoding,
     Message,
     aiohttp_client,
     malformed_error,
@@ -50,7 +52,9 @@ class AnthropicProvider:
     def count_prompt_tokens(self, messages: list[Message]) -> int | None:
         return None
 
-    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+    async def complete(
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+    ) -> Completion:
         system = "\n\n".join(message.content for message in messages if message.role == "system")
         request = {
             "model": self.model_id,
@@ -59,6 +63,10 @@ class AnthropicProvider:
                 {"role": message.role, "content": message.content} for message in messages if message.role != "system"
             ],
         }
+        # The Messages API has no seed; a stop sequence is `stop_sequences`.
+        sampling = {"temperature": decoding.temperature, "top_p": decoding.top_p,
+                    "stop_sequences": list(decoding.stop) or None}
+        request.update((name, value) for name, value in sampling.items() if value is not None)
         if system:
             request["system"] = system
         response = await post_json(

@@ -71,6 +71,24 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """How a model samples its reply, sent with every call.
+
+    The default asks for greedy decoding (temperature 0): the most
+    reproducible output a provider offers. The APIs' own default, 1.0, makes
+    two runs of one plan disagree. None leaves a setting to the provider.
+    """
+
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+GREEDY = Decoding()
+
+
 class ProviderError(Exception):
     """One failed attempt at a call, classified for the retry loop and the budget guard.
 
@@ -127,7 +145,9 @@ class Provider(Protocol):
 
     name: str  # the model's name in the .bam source
 
-    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion: ...
+    async def complete(
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+    ) -> Completion: ...
 
     def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...
 

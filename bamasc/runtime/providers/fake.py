@@ -14,7 +14,7 @@ import random
 import re
 from collections import Counter
 
-from bamasc.runtime.providers.base import ERROR_KINDS, Completion, Message, ProviderError
+from bamasc.runtime.providers.base import ERROR_KINDS, GREEDY, Completion, Decoding, Message, ProviderError
 from bamasc.runtime.tokens import safe_prompt_bound
 
 MODES = ("echo", "verbose")
@@ -67,7 +67,10 @@ class FakeProvider:
     def count_prompt_tokens(self, messages: list[Message]) -> int:
         return safe_prompt_bound(messages)
 
-    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+    async def complete(
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+    ) -> Completion:
+        # Offline answers are deterministic whatever the sampling settings.
         if max_tokens < 1:
             raise ProviderError(
                 f"fake model '{self.name}' rejected the request: max_tokens must be at least 1",

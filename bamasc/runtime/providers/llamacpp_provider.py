@@ -35,7 +35,7 @@ import time
 from collections import Counter
 
 from bamasc.records import record
-from bamasc.runtime.providers.base import Completion, Message, ProviderError
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, ProviderError
 
 PROVIDER = "llamacpp"
 
@@ -250,12 +250,14 @@ class LocalModel:
         tokens = self.llama.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True)
         return len(tokens)
 
-    def chat(self, messages: list[Message], max_tokens: int, seed: int, deadline: float) -> dict | None:
+    def chat(self, messages: list[Message], max_tokens: int, seed: int, deadline: float, sampling: dict) -> dict | None:
         """One chat completion, run in a worker thread; None when the lock was not free before `deadline`."""
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return None
         try:
-            return self.llama.create_chat_completion(messages=_chat_messages(messages), max_tokens=max_tokens, seed=seed)
+            return self.llama.create_chat_completion(
+                messages=_chat_messages(messages), max_tokens=max_tokens, seed=seed, **sampling
+            )
         finally:
             self.lock.release()
 
@@ -307,7 +309,9 @@ class LlamaCppProvider:
         except ProviderError:  # the guard then bounds the prompt safely; the call reports the error
             return None
 
-    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+    async def complete(
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+    ) -> Completion:
         if max_tokens < 1:
             raise _client(self.name, "max_tokens must be at least 1")
         prompt_tokens = self.model.prompt_tokens(messages, self.name)
@@ -318,12 +322,16 @@ class LlamaCppProvider:
                 f"{self.n_ctx}-token context; raise the model's context or lower the role's max_output",
             )
         key = prompt_key(self.name, messages)
-        seed = call_seed(key, self._sent[key])
+        # Without a declared seed, each send of a prompt gets its own, derived
+        # from the prompt: a retry may sample anew, a rerun samples alike.
+        seed = decoding.seed if decoding.seed is not None else call_seed(key, self._sent[key])
         self._sent[key] += 1
+        sampling = {"temperature": decoding.temperature, "top_p": decoding.top_p, "stop": list(decoding.stop) or None}
+        sampling = {name: value for name, value in sampling.items() if value is not None}
         deadline = time.monotonic() + timeout
         try:
             async with asyncio.timeout(timeout):
-                response = await asyncio.to_thread(self.model.chat, messages, max_tokens, seed, deadline)
+                response = await asyncio.to_thread(self.model.chat, messages, max_tokens, seed, deadline, sampling)
         except TimeoutError:
             response = None
         except (ValueError, RuntimeError) as problem:  # llama.cpp failed mid-call: some tokens may have run

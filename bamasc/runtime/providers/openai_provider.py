@@ -7,7 +7,9 @@ from urllib.parse import urlsplit
 import openai
 
 from bamasc.runtime.providers.base import (
+    GREEDY,
     Completion,
+    Decoding,
     Message,
     aiohttp_client,
     malformed_error,
@@ -20,6 +22,15 @@ PROVIDER = "openai"
 PATH = "/chat/completions"
 """Where `post_json` sends a request, instead of `chat.completions.create` (its docstring says why)."""
 TOKEN_PARAMS = ("max_completion_tokens", "max_tokens")
+
+
+# OpenAI's reasoning models refuse `temperature`, `top_p` and `stop` (they
+# sample in their own way); the ids are matched like the tokenizer families.
+REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5")
+
+
+def is_reasoning_model(model_id: str) -> bool:
+    return any(model_id == family or model_id.startswith(family + "-") for family in REASONING_FAMILIES)
 
 
 def is_official_endpoint(base_url: str | None) -> bool:
@@ -70,11 +81,14 @@ class OpenAIProvider:
     def count_prompt_tokens(self, messages: list[Message]) -> int | None:
         return exact_prompt_tokens(self._tokenizer, messages)
 
-    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+    async def complete(
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+    ) -> Completion:
         request = {
             "model": self.model_id,
             "messages": [{"role": message.role, "content": message.content} for message in messages],
             self.token_param: max_tokens,
+            **self._sampling(decoding),
         }
         response = await post_json(
             self._client,
@@ -88,6 +102,12 @@ class OpenAIProvider:
             base_error=openai.OpenAIError,
         )
         return self._completion(response)
+
+    def _sampling(self, decoding: Decoding) -> dict:
+        fields = {"seed": decoding.seed}
+        if not is_reasoning_model(self.model_id):
+            fields.update(temperature=decoding.temperature, top_p=decoding.top_p, stop=list(decoding.stop) or None)
+        return {name: value for name, value in fields.items() if value is not None}
 
     def _completion(self, response: object) -> Completion:
         try:

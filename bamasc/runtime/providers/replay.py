@@ -20,7 +20,7 @@ import json
 import os
 from collections import defaultdict
 
-from bamasc.runtime.providers.base import Completion, Message, Provider, ProviderError
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, Provider, ProviderError
 
 
 def prompt_key(model: str, messages: list[Message], max_tokens: int | None) -> str:
@@ -67,7 +67,9 @@ class ReplayProvider:
             return self.inner.count_prompt_tokens(messages)
         return self._counted.get(prompt_key(self.name, messages, None))
 
-    async def complete(self, messages: list[Message], max_tokens: int, *, timeout: float) -> Completion:
+    async def complete(
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+    ) -> Completion:
         key = prompt_key(self.name, messages, max_tokens)
         recordings = self._recorded.get(key, [])
         played = self._played[key]
@@ -81,7 +83,7 @@ class ReplayProvider:
                 kind="not_found",
                 retryable=False,
             )
-        completion = await self.inner.complete(messages, max_tokens, timeout=timeout)
+        completion = await self.inner.complete(messages, max_tokens, timeout=timeout, decoding=decoding)
         self._append(key, messages, max_tokens, completion)
         self._recorded.setdefault(key, []).append(completion)
         self._played[key] += 1
