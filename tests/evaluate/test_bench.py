@@ -114,7 +114,7 @@ def record_cassette(monkeypatch, cassette, path, dataset, system, budgets, basel
     """Run the benchmark once against the oracle, recording every call."""
     import bamasc.runtime.execute as execute
 
-    def recording(program, system_name, options):
+    def recording(program, system_name, options, models=None):
         return {
             name: ReplayProvider(name, str(cassette), inner=Oracle(name, answers), record=True)
             for name in program.systems[system_name].models
