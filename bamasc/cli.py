@@ -277,13 +277,13 @@ def run_compile(args) -> int:
 
     text = dumps(result.plan)
     if args.output:
-        from bamasc.plan.load import load_plan
-
         temporary = args.output + ".tmp"
         with open(temporary, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(temporary, args.output)
-        load_plan(args.output)  # self-check: the written plan reloads and its bounds re-verify
+        # Self-check: the written plan reloads, compiles again to itself and its bounds re-verify.
+        if _load_plan_or_report(report, args.output) is None:
+            return report.exit_code
     if args.format == "json":
         print(text, end="")
     else:

@@ -71,7 +71,7 @@ def compile_file(
         result.diagnostics.extend(_feasibility(declared, found, limit))
     if has_errors(result.diagnostics):
         return result
-    result.plan = build_plan(program, result.bindings, plan_dir or os.getcwd())
+    result.plan = build_plan(program, result.bindings, plan_dir or os.getcwd(), method)
     return result
 
 

@@ -28,8 +28,11 @@ def source_label(path: str, plan_dir: str) -> str:
     return os.path.relpath(real, os.path.realpath(plan_dir)).replace(os.sep, "/")
 
 
-def build_plan(program: Program, bindings: dict[str, list[TemplateBinding]], plan_dir: str) -> Plan:
-    """`plan_dir` is where the plan will be written: source paths are recorded relative to it."""
+def build_plan(
+    program: Program, bindings: dict[str, list[TemplateBinding]], plan_dir: str, method: str = "lexicographic"
+) -> Plan:
+    """`plan_dir` is where the plan will be written: source paths are recorded relative to it.
+    `method` is the one the seats were bound with; loading the plan binds them again with it."""
     sources = tuple(
         {"path": source_label(path, plan_dir), "sha256": hashlib.sha256(data).hexdigest()}
         for path, data in program.source_bytes.items()
@@ -48,7 +51,30 @@ def build_plan(program: Program, bindings: dict[str, list[TemplateBinding]], pla
     }
     systems = tuple(_system_plan(program, name, found) for name, found in bindings.items())
     root = source_label(program.root_files[0], plan_dir)
-    return Plan(SCHEMA_VERSION, __version__, program.source_sha256(), root, sources, prices, systems)
+    settings = compiled_with(program, bindings, method)
+    return Plan(SCHEMA_VERSION, __version__, sources_sha256(sources), root, settings, sources, prices, systems)
+
+
+def sources_sha256(sources: tuple[dict, ...]) -> str:
+    """One hash over every source file, in the order of their labels: unlike the order of the
+    paths the loader saw, the labels do not depend on where the compiler was run from."""
+    digest = hashlib.sha256()
+    for source in sorted(sources, key=lambda s: s["path"]):
+        digest.update(source["sha256"].encode())
+    return digest.hexdigest()
+
+
+def compiled_with(program: Program, bindings: dict[str, list[TemplateBinding]], method: str) -> dict:
+    """The `bamasc compile` options that bind these systems again: `--system` when only one
+    of several was compiled, `--budget` when a budget differs from the declared one."""
+    names = list(bindings)
+    system = names[0] if len(names) == 1 and len(program.systems) > 1 else None
+    budget = None
+    for name, found in bindings.items():
+        # One --budget applies to every compiled system, so any system that differs tells it.
+        if found and found[0].budget != program.systems[name].budget:
+            budget = found[0].budget
+    return {"system": system, "budget": budget, "method": method}
 
 
 def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> SystemPlan:

@@ -1,12 +1,20 @@
-"""Loads a plan, refuses it if its sources or prices changed, and re-verifies every bound."""
+"""Loads a plan only if its sources, compiled again with the plan's own settings, give it back.
+
+Nothing the runtime uses is taken from the file: `load_plan` reads the file's
+sources and `compiled_with`, compiles the sources again, and returns that
+plan, after checking that the file says the same field for field (docs/plan.md).
+"""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import stat
 
-from bamasc.plan.schema import Plan, PlanFormatError, from_data
+from bamasc import __version__
+from bamasc.plan.diff import differences, same_value, show
+from bamasc.plan.read import Settings, read_plan_data, read_settings
+from bamasc.plan.schema import Plan, PlanFormatError, plan_data
 from bamasc.syntax.resources import STDLIB_PATH
 
 
@@ -15,7 +23,7 @@ class StalePlanError(Exception):
 
 
 class PlanVerificationError(Exception):
-    """A recorded bound does not hold on the plan's own call graph."""
+    """The plan says something its sources do not give, or a recorded bound does not hold."""
 
 
 def source_path(label: str, plan_dir: str) -> str:
@@ -25,87 +33,147 @@ def source_path(label: str, plan_dir: str) -> str:
 
 
 def load_plan(path: str) -> tuple[Plan, object]:
-    """The plan and the program it was compiled from, both checked.
+    """The plan and the program compiled again from the plan's sources, with its settings.
 
-    Raises PlanFormatError (not a plan), StalePlanError (sources or prices
-    changed: recompile) or PlanVerificationError (a bound does not hold).
+    Raises PlanFormatError (not a plan, or a field needed to recompile it is
+    malformed), StalePlanError (sources, policy checkpoint or bamasc changed:
+    recompile) or PlanVerificationError (a field differs from what the sources
+    give, or a bound does not hold). Each message names the field and its value.
     """
+    data = read_plan_data(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as problem:
-        raise PlanFormatError(f"{path} is not JSON: {problem.msg} at line {problem.lineno} column {problem.colno}") from None
-    if not isinstance(data, dict):
-        raise PlanFormatError(f"{path} is not a bamasc plan (expected a JSON object)")
-    plan = from_data(data)
+        settings = read_settings(data)
+    except PlanFormatError as problem:
+        raise PlanFormatError(f"{path}: {problem}") from None
     plan_dir = os.path.dirname(os.path.abspath(path))
-    changed = _changed_sources(plan, plan_dir)
-    program = _program(plan, plan_dir)
+    command = recompile_command(settings, plan_dir, path)
+    changed = _changed_sources(settings, plan_dir)
     if changed:
-        details = _price_changes(plan, program) if program is not None else []
+        program = _program(settings.root, plan_dir)
+        details = _price_changes(data.get("prices"), program) if program is not None else []
         what = "; ".join(details) if details else "its source changed"
+        raise StalePlanError(f"{path} is stale: {', '.join(changed)} changed since it was compiled ({what}). Recompile it: {command}")
+    version = data.get("compiler_version")
+    if not same_value(version, __version__):
         raise StalePlanError(
-            f"{path} is stale: {', '.join(changed)} changed since it was compiled ({what}). "
-            f"Recompile it: bamasc compile {source_path(plan.root, plan_dir)} -o {path}"
+            f"{path}: compiler_version is {show(version)}, but this is bamasc {__version__}, which runs only "
+            f"plans it compiles the same way. Recompile it: {command}"
         )
-    if program is None:
-        raise StalePlanError(f"{path}: its source {plan.root} no longer compiles; fix it and recompile")
-    _check_policies(plan, program, path)
-    verify_plan(plan, program)
-    return plan, program
+    from bamasc.plan.build import build_plan
+
+    compiled = _recompile(settings, plan_dir, path)
+    # Built here rather than taken from compile_file, which records the default method.
+    plan = build_plan(compiled.program, compiled.bindings, plan_dir, settings.method)
+    _check_policies(data, plan, path)
+    found = differences(data, plan_data(plan))
+    if found.count == 1 and found.found[0].startswith("plan_sha256 "):
+        # Every field the sources give matched; only the compile settings are left to have changed.
+        raise PlanVerificationError(
+            f"{path}: plan_sha256 does not match the plan's contents, so compiled_with (system "
+            f"{show(settings.system)}, budget {show(settings.budget)}, method {show(settings.method)}) or "
+            f"plan_sha256 was edited after compiling. Recompile it with the settings you mean"
+        )
+    if found.count:
+        raise PlanVerificationError(f"{path} is not what its sources compile to: {found.summary()}. Recompile it: {command}")
+    verify_plan(plan, compiled.program)
+    return plan, compiled.program
 
 
-def _check_policies(plan: Plan, program, path: str) -> None:
+def recompile_command(settings: Settings, plan_dir: str, path: str) -> str:
+    """The `bamasc compile` command that writes this plan again."""
+    words = ["bamasc", "compile", source_path(settings.root, plan_dir)]
+    if settings.system is not None:
+        words += ["--system", settings.system]
+    if settings.budget is not None:
+        words += ["--budget", repr(settings.budget)]
+    if settings.method != "lexicographic":
+        words += ["--method", settings.method]
+    return " ".join(words + ["-o", path])
+
+
+def _recompile(settings: Settings, plan_dir: str, path: str):
+    from bamasc.compiler import CompileError, compile_file
+
+    try:
+        compiled = compile_file(source_path(settings.root, plan_dir), settings.system, settings.budget, settings.method, plan_dir)
+    except (CompileError, ValueError) as problem:
+        # The sources are the ones it was compiled from, so the settings are what fails.
+        raise PlanVerificationError(f"{path}: compiled_with does not compile its sources: {problem}") from None
+    if compiled.program is None:
+        raise StalePlanError(f"{path}: its source {settings.root} no longer compiles; fix it and recompile")
+    if compiled.plan is None:
+        first = next((d.message for d in compiled.diagnostics if d.severity == "error"), "no plan")
+        raise PlanVerificationError(f"{path}: compiling {settings.root} with its compiled_with settings gives no plan: {first}")
+    return compiled
+
+
+def _check_policies(data: dict, plan: Plan, path: str) -> None:
     """A plan compiled with a policy checkpoint is stale once that checkpoint changes."""
-    from bamasc.plan.build import _checkpoint_sha256
-
+    recorded = {}
+    systems = data.get("systems")
+    for entry in systems if isinstance(systems, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("selection"), dict):
+            recorded[entry["name"]] = entry["selection"].get("policy_sha256")
     for system in plan.systems:
-        recorded = system.selection.get("policy_sha256")
-        if recorded and system.name in program.systems:
-            if _checkpoint_sha256(program.systems[system.name]) != recorded:
-                raise StalePlanError(
-                    f"{path} is stale: the policy checkpoint of system '{system.name}' "
-                    f"({system.selection.get('policy')}) changed since it was compiled. Recompile it."
-                )
+        before = recorded.get(system.name)
+        now = system.selection.get("policy_sha256")
+        if system.selection.get("policy") and isinstance(before, str) and before != now:
+            raise StalePlanError(
+                f"{path} is stale: the policy checkpoint of system '{system.name}' "
+                f"({system.selection.get('policy')}) changed since it was compiled "
+                f"(systems.{system.name}.selection.policy_sha256 is {show(before)}, the checkpoint's is {show(now)}). "
+                "Recompile it."
+            )
 
 
-def _changed_sources(plan: Plan, plan_dir: str) -> list[str]:
+def _changed_sources(settings: Settings, plan_dir: str) -> list[str]:
     changed = []
-    for source in plan.sources:
-        try:
-            with open(source_path(source["path"], plan_dir), "rb") as handle:
-                digest = hashlib.sha256(handle.read()).hexdigest()
-        except OSError:
-            changed.append(f"{source['path']} (missing)")
-            continue
-        if digest != source["sha256"]:
-            changed.append(source["path"])
+    for label, recorded in settings.sources:
+        digest = _file_sha256(source_path(label, plan_dir))
+        if digest is None:
+            changed.append(f"{label} (missing)")
+        elif digest != recorded:
+            changed.append(label)
     return changed
 
 
-def _program(plan: Plan, plan_dir: str):
+def _file_sha256(path: str) -> str | None:
+    """The file's hash, or None when it is not a readable regular file (a FIFO or a device would never end)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except (OSError, ValueError):
+        return None
+
+
+def _program(root: str, plan_dir: str):
     from bamasc.check import check
     from bamasc.diagnostics import has_errors
     from bamasc.loader import load
 
-    loaded = load(source_path(plan.root, plan_dir))
+    loaded = load(source_path(root, plan_dir))
     if has_errors(loaded.diagnostics) or not loaded.modules:
         return None
     program, diagnostics = check(loaded)
     return None if has_errors(diagnostics) else program
 
 
-def _price_changes(plan: Plan, program) -> list[str]:
+def _price_changes(prices, program) -> list[str]:
+    """Each recorded price or tier that the changed source no longer declares."""
     changes = []
-    for name, recorded in plan.prices.items():
+    for name, recorded in prices.items() if isinstance(prices, dict) else ():
         model = program.models.get(name)
         if model is None:
-            changes.append(f"model '{name}' was removed")
+            changes.append(f"model {show(name)} was removed")
+            continue
+        if not isinstance(recorded, dict):
             continue
         for key, now in (("input", model.price_input), ("output", model.price_output), ("tier", model.tier)):
-            if recorded[key] != now:
+            if not same_value(recorded.get(key), now):
                 label = "tier" if key == "tier" else f"{key} price"
-                changes.append(f"{label} of model '{name}' went from {recorded[key]} to {now}")
+                changes.append(f"{label} of model '{name}' went from {show(recorded.get(key))} to {show(now)}")
     return changes
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from bamasc.records import record
 
-SCHEMA_VERSION = 1
+# 2: `compiled_with` (the compile settings that reproduce the plan) and `plan_sha256`.
+SCHEMA_VERSION = 2
+
+# How `bamasc compile --method` may have bound the seats.
+METHODS = ("lexicographic", "weights")
 
 
 @record
@@ -74,6 +79,7 @@ class Plan:
     compiler_version: str
     source_sha256: str
     root: str  # the compiled file, named as in `sources`
+    compiled_with: dict  # {"system": name or None, "budget": µ$ or None, "method": ...}: what reproduces the plan
     sources: tuple[dict, ...]  # {"path": ..., "sha256": ...}; std/ files as "std/NAME.bam"
     prices: dict  # model -> {"provider", "name", "input", "output", "tier", "max_output"}
     systems: tuple[SystemPlan, ...]
@@ -98,57 +104,33 @@ def to_data(value):
     return value
 
 
+def canonical_sha256(data: dict) -> str:
+    """The hash of a plan's JSON data, independent of key order, spacing and of how a number is written."""
+    text = json.dumps(_canonical(data), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _canonical(value):
+    # JSON has one kind of number: 1625 and 1625.0 are the same value and must hash alike.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _canonical(item) for key, item in value.items()}
+    return value
+
+
+def plan_data(plan: Plan) -> dict:
+    """The plan as the JSON object a plan file holds: its records, then the hash over them."""
+    data = to_data(plan)
+    data["plan_sha256"] = canonical_sha256(data)
+    return data
+
+
 def dumps(plan: Plan) -> str:
-    return json.dumps(to_data(plan), indent=2) + "\n"
+    return json.dumps(plan_data(plan), indent=2) + "\n"
 
 
 class PlanFormatError(ValueError):
     """The file is not a plan this version of bamasc can read."""
-
-
-def from_data(data: dict) -> Plan:
-    try:
-        version = data["schema_version"]
-        if version != SCHEMA_VERSION:
-            raise PlanFormatError(
-                f"plan schema version {version} is not supported (this bamasc reads version {SCHEMA_VERSION}); recompile it"
-            )
-        return Plan(
-            schema_version=version,
-            compiler_version=data["compiler_version"],
-            source_sha256=data["source_sha256"],
-            root=data["root"],
-            sources=tuple(data["sources"]),
-            prices=data["prices"],
-            systems=tuple(_system(s) for s in data["systems"]),
-        )
-    except (KeyError, TypeError) as problem:
-        raise PlanFormatError(f"not a bamasc plan: missing or malformed field {problem}") from None
-
-
-def _system(data: dict) -> SystemPlan:
-    return SystemPlan(
-        name=data["name"],
-        budget=data["budget"],
-        task_tokens=data["task_tokens"],
-        min_agents=data["min_agents"],
-        answer=data["answer"],
-        on_exhausted=data["on_exhausted"],
-        selection=data["selection"],
-        templates=tuple(_template(t) for t in data["templates"]),
-    )
-
-
-def _template(data: dict) -> TemplatePlan:
-    return TemplatePlan(
-        name=data["name"],
-        feasible=data["feasible"],
-        worst_case_cost=data["worst_case_cost"],
-        objective=data["objective"],
-        counts=data["counts"],
-        binding=tuple(PlanSeat(**seat) for seat in data["binding"]),
-        nodes=tuple(PlanNode(**{**node, "inputs": tuple(node["inputs"])}) for node in data["nodes"]),
-        answer_nodes=tuple(data["answer_nodes"]),
-        cheapest_cost=data["cheapest_cost"],
-        binding_rows=tuple(data["binding_rows"]),
-    )
