@@ -183,6 +183,12 @@ def _budget(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a budget: {text!r} (write µ$ like 1625, or dollars like $0.001625)") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a budget must be above zero, not {text}")
+    from bamasc.limits import MAX_BUDGET, written
+
+    if not value <= MAX_BUDGET:  # NaN and infinity too
+        raise argparse.ArgumentTypeError(
+            f"a budget must be at most {written(MAX_BUDGET)} µ$ (${MAX_BUDGET / 1e6:,.0f}), not {text}"
+        )
     return value
 
 
@@ -191,11 +197,16 @@ def _sweep(text: str) -> list[float]:
         lo, hi, step = (float(part) for part in text.split(":"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a range: {text!r} (write LO:HI:STEP in µ$, e.g. 250:3000:250)") from None
-    if lo <= 0 or step <= 0 or hi < lo:
-        raise argparse.ArgumentTypeError(f"need 0 < LO <= HI and STEP > 0, got {text}")
-    count = int((hi - lo) / step + 1e-9) + 1
-    if count > 1000:
-        raise argparse.ArgumentTypeError(f"{count} budgets is too many for one sweep (at most 1000)")
+    from bamasc.limits import MAX_BUDGET, written
+
+    if not (0 < lo <= hi <= MAX_BUDGET and 0 < step <= MAX_BUDGET):  # NaN fails every comparison
+        raise argparse.ArgumentTypeError(
+            f"need 0 < LO <= HI <= {written(MAX_BUDGET)} and 0 < STEP <= {written(MAX_BUDGET)}, got {text}"
+        )
+    steps = (hi - lo) / step + 1e-9
+    if steps >= 1000:  # compared before int(): a tiny step makes it infinite
+        raise argparse.ArgumentTypeError(f"{text} gives more than 1000 budgets, too many for one sweep")
+    count = int(steps) + 1
     return [lo + i * step for i in range(count)]
 
 
@@ -278,9 +289,13 @@ def run_compile(args) -> int:
     text = dumps(result.plan)
     if args.output:
         temporary = args.output + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, args.output)
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(temporary, args.output)
+        except OSError as problem:
+            report.usage(f"cannot write the plan to {args.output}: {problem.strerror}")
+            return report.exit_code
         # Self-check: the written plan reloads, compiles again to itself and its bounds re-verify.
         if _load_plan_or_report(report, args.output) is None:
             return report.exit_code

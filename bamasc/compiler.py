@@ -7,6 +7,7 @@ import os
 
 from bamasc.check import check
 from bamasc.diagnostics import Diagnostic, Note, Sources, error, has_errors, warning
+from bamasc.limits import MAX_BUDGET, written
 from bamasc.loader import load
 
 
@@ -48,6 +49,7 @@ def compile_file(
 ) -> Compiled:
     """Bind every template of the chosen system(s); `budget` (µ$) overrides the declared one."""
     from bamasc.optimize.bind import BindingError, bind_template
+    from bamasc.optimize.ilp import SolverError
     from bamasc.plan.build import build_plan
 
     result = Compiled()
@@ -61,12 +63,25 @@ def compile_file(
         limit = budget if budget is not None else declared.budget
         if limit is None or limit <= 0:
             raise CompileError(f"system '{name}' has no budget; give one in the file or with --budget")
+        if not limit <= MAX_BUDGET:  # NaN too
+            raise CompileError(f"a budget of {limit:g} µ$ is above the limit of {written(MAX_BUDGET)} µ$ per task")
         found = []
         for template in declared.topologies:
+            span = program.topologies[template].span
             try:
                 found.append(bind_template(program, declared, template, limit, method))
             except BindingError as problem:
-                result.diagnostics.append(error("BAM503", str(problem), program.topologies[template].span))
+                result.diagnostics.append(error("BAM503", str(problem), span))
+            except SolverError as problem:
+                # The limits keep every number in range, so this is the solver's own failure: reported, not raised.
+                result.diagnostics.append(
+                    error(
+                        "BAM504",
+                        f"the solver could not bind template '{template}': {problem}",
+                        span,
+                        hint="try --method lexicographic" if method == "weights" else None,
+                    )
+                )
         result.bindings[name] = found
         result.diagnostics.extend(_feasibility(declared, found, limit))
     if has_errors(result.diagnostics):
@@ -77,6 +92,8 @@ def compile_file(
 
 def _up(amount: float) -> str:
     """µ$ rounded up to 0.1: a budget of this much does fit."""
+    if not math.isfinite(amount * 10):
+        return f"{amount:g}"
     return f"{math.ceil(amount * 10 - 1e-9) / 10:.1f}"
 
 

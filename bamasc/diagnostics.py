@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bamasc import __version__
 from bamasc.records import record
+from bamasc.secrets import mask_keys, mask_span
 from bamasc.source import SourceFile, Span
 
 TYPE_CHECKING = False  # without importing typing, which lint does not otherwise need
@@ -38,11 +39,13 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM202": ("negative-price", "A price is below zero."),
     "BAM203": ("zero-price", "A paid provider's model has a price of zero."),
     "BAM204": ("invalid-tier", "A tier is not a positive integer."),
-    "BAM205": ("literal-secret", "An API key is written into the source instead of env(\"VAR\")."),
+    "BAM205": ("literal-secret", "An API key is written into the source (api_key, or base_url credentials) instead of env(\"VAR\")."),
     "BAM206": ("unknown-placeholder", "A prompt placeholder names nothing the role receives."),
     "BAM207": ("invalid-count", "A token count or count bound is not a positive integer."),
     "BAM208": ("unit-error", "A value carries a unit that does not fit the attribute."),
     "BAM209": ("invalid-quality", "A quality weight is not a positive number."),
+    "BAM210": ("out-of-range", "A number is above the largest value the language accepts for it."),
+    "BAM211": ("invalid-env-name", "env(\"...\") names no environment variable: a key, or text that is not a variable name."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),
@@ -60,6 +63,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM501": ("template-infeasible", "The compiler found no binding of a template within the budget."),
     "BAM502": ("system-infeasible", "No template of a system has a binding within the budget."),
     "BAM503": ("template-too-large", "A template allows too many slot-count combinations to bind exactly."),
+    "BAM504": ("solver-failed", "The solver could not settle a template's binding."),
 }
 
 
@@ -81,6 +85,8 @@ class Diagnostic:
     span: Span | None
     notes: tuple[Note, ...] = ()
     hint: str | None = None
+    # Places that hold a secret: every source excerpt masks them, whichever diagnostic shows the line.
+    redact: tuple[Span, ...] = ()
 
     @property
     def name(self) -> str:
@@ -91,8 +97,10 @@ class Diagnostic:
         return (span.file, span.line, span.col, self.code) if span else ("", 0, 0, self.code)
 
 
-def error(code: str, message: str, span: Span | None, *notes: Note, hint: str | None = None) -> Diagnostic:
-    return Diagnostic(code, ERROR, message, span, notes, hint)
+def error(
+    code: str, message: str, span: Span | None, *notes: Note, hint: str | None = None, redact: tuple[Span, ...] = ()
+) -> Diagnostic:
+    return Diagnostic(code, ERROR, message, span, notes, hint, redact)
 
 
 def warning(code: str, message: str, span: Span | None, *notes: Note, hint: str | None = None) -> Diagnostic:
@@ -133,29 +141,42 @@ def render_text(diagnostics: Iterable[Diagnostic], sources: Sources, limit: int 
     """Human-readable diagnostics: location, message, source line with a caret, notes."""
     items = list(diagnostics)
     shown = items if limit is None else items[:limit]
-    blocks = [_text_block(d, sources) for d in shown]
+    # Gathered from all of them: a line with a key may be shown by another diagnostic than the one about the key.
+    secrets = tuple(span for d in items for span in d.redact)
+    blocks = [_text_block(d, sources, secrets) for d in shown]
     if len(items) > len(shown):
         blocks.append(f"... and {len(items) - len(shown)} more")
     return "\n".join(blocks)
 
 
-def _text_block(diagnostic: Diagnostic, sources: Sources) -> str:
+def _text_block(diagnostic: Diagnostic, sources: Sources, secrets: tuple[Span, ...] = ()) -> str:
     where = f"{diagnostic.span}: " if diagnostic.span else ""
-    lines = [f"{where}{diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"]
+    lines = [f"{where}{diagnostic.severity}[{diagnostic.code}]: {mask_keys(diagnostic.message)}"]
     if diagnostic.span:
-        lines.extend(_excerpt(diagnostic.span, sources))
+        lines.extend(_excerpt(diagnostic.span, sources, secrets))
     for note in diagnostic.notes:
-        lines.append(f"  note: {note.message}" + (f" ({note.span})" if note.span else ""))
+        lines.append(f"  note: {mask_keys(note.message)}" + (f" ({note.span})" if note.span else ""))
     if diagnostic.hint:
-        lines.append(f"  help: {diagnostic.hint}")
+        lines.append(f"  help: {mask_keys(diagnostic.hint)}")
     return "\n".join(lines)
 
 
-def _excerpt(span: Span, sources: Sources) -> list[str]:
+def _masked_line(span: Span, sources: Sources, secrets: tuple[Span, ...]) -> str:
+    """The source line of `span` with secrets masked: the spans given, and anything shaped like a key."""
+    text = sources.line(span)
+    for secret in secrets:
+        if secret.file == span.file and secret.line <= span.line <= secret.end_line:
+            start = secret.col - 1 if secret.line == span.line else 0
+            end = secret.end_col - 1 if secret.end_line == span.line else len(text)
+            text = mask_span(text, start, end)
+    return mask_keys(text)
+
+
+def _excerpt(span: Span, sources: Sources, secrets: tuple[Span, ...] = ()) -> list[str]:
     if span.file not in sources.files:
         return []
     # An empty line still gets its caret: a missing '}' at the end of the file points there.
-    text = sources.line(span)
+    text = _masked_line(span, sources, secrets)
     gutter = str(span.line)
     width = span.end_col - span.col if span.end_line == span.line else len(text) - span.col + 1
     # Tabs keep their width in the caret line so the caret sits under the token.
@@ -175,17 +196,17 @@ def to_dict(diagnostic: Diagnostic) -> dict:
         "code": diagnostic.code,
         "name": diagnostic.name,
         "severity": diagnostic.severity,
-        "message": diagnostic.message,
+        "message": mask_keys(diagnostic.message),
         "file": span.file if span else None,
         "line": span.line if span else None,
         "column": span.col if span else None,
         "end_line": span.end_line if span else None,
         "end_column": span.end_col if span else None,
         "notes": [
-            {"message": n.message, **({"file": n.span.file, "line": n.span.line, "column": n.span.col} if n.span else {})}
+            {"message": mask_keys(n.message), **({"file": n.span.file, "line": n.span.line, "column": n.span.col} if n.span else {})}
             for n in diagnostic.notes
         ],
-        "hint": diagnostic.hint,
+        "hint": mask_keys(diagnostic.hint) if diagnostic.hint else diagnostic.hint,
     }
 
 
@@ -230,13 +251,13 @@ def render_sarif(diagnostics: Iterable[Diagnostic], uri_of: Mapping[str, str] | 
             "ruleId": d.code,
             "ruleIndex": codes.index(d.code),
             "level": "error" if d.severity == ERROR else "warning",
-            "message": {"text": d.message + ("" if not d.hint else f" Help: {d.hint}")},
+            "message": {"text": mask_keys(d.message + ("" if not d.hint else f" Help: {d.hint}"))},
         }
         if d.span:
             result["locations"] = [_sarif_location(d.span, uri_of)]
         if any(n.span for n in d.notes):
             result["relatedLocations"] = [
-                {**_sarif_location(n.span, uri_of), "id": i, "message": {"text": n.message}}
+                {**_sarif_location(n.span, uri_of), "id": i, "message": {"text": mask_keys(n.message)}}
                 for i, n in enumerate(d.notes)
                 if n.span
             ]
@@ -291,7 +312,7 @@ def render_github(diagnostics: Iterable[Diagnostic]) -> str:
                 f"endLine={d.span.end_line}",
                 f"endColumn={d.span.end_col}",
             ] + properties
-        message = d.message + (f"\n{d.hint}" if d.hint else "")
+        message = mask_keys(d.message + (f"\n{d.hint}" if d.hint else ""))
         lines.append(f"::{d.severity} {','.join(properties)}::{_escape_data(message)}")
     return "\n".join(lines)
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from bamasc.diagnostics import Diagnostic, Note, error
+from bamasc.limits import MAX_TOKENS, written
 from bamasc.source import Span
 from bamasc.syntax import ast
+
+LIMITS_HINT = 'the limits are listed in docs/language.md, "Limits"'
 
 
 def did_you_mean(name: str, options) -> str | None:
@@ -12,6 +15,21 @@ def did_you_mean(name: str, options) -> str | None:
 
     close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
+
+
+def shown(text: str, width: int = 40) -> str:
+    """A literal as a message quotes it: a number 400 digits long is cut short."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def out_of_range(what: str, number: ast.Number, limit: float, unit: str = "") -> Diagnostic:
+    """BAM210 for a number above its limit (an infinite one too: `1e999` reads as infinity)."""
+    return error(
+        "BAM210",
+        f"{what} is {shown(number.text)}{unit}, above the limit of {written(limit)}{unit}",
+        number.span,
+        hint=LIMITS_HINT,
+    )
 
 
 def describe(value: ast.Value) -> str:
@@ -128,9 +146,14 @@ class Attributes:
                 error("BAM208", f"'{name}' is a token count and takes no unit, not {number.unit}", number.span)
             )
             return None
+        if number.value > MAX_TOKENS:
+            self.diagnostics.append(out_of_range(f"'{name}'", number, MAX_TOKENS, " tokens"))
+            return None
         if not number.is_integer or number.value < 1:
             self.diagnostics.append(
-                error("BAM207", f"'{name}' must be a positive whole number of tokens, not {number.text}", number.span)
+                error(
+                    "BAM207", f"'{name}' must be a positive whole number of tokens, not {shown(number.text)}", number.span
+                )
             )
             return None
         return int(number.value)

@@ -85,6 +85,8 @@ def check_feasibility(program: Program) -> list[Diagnostic]:
 
 def _up(amount: float) -> str:
     """µ$ rounded up to 0.1, so "needs at least X" is never below the true floor."""
+    if not math.isfinite(amount * 10):  # the limits keep floors finite; a library caller may not
+        return f"{amount:g}"
     return f"{math.ceil(amount * 10 - 1e-9) / 10:.1f}"
 
 

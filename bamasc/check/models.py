@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from bamasc.check.attributes import Attributes
+import re
+
+from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.check.program import PAID_PROVIDERS, PROVIDERS, Model
 from bamasc.diagnostics import Diagnostic, error
+from bamasc.limits import MAX_PRICE, MAX_QUALITY, MAX_TIER
+from bamasc.secrets import looks_like_key
+from bamasc.source import Span
 from bamasc.syntax import ast
+
+# What a shell can export: the names env() may take.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `scheme://userinfo@`: a user name or password written into the URL.
+USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]*)@")
 
 MODEL_ATTRIBUTES = (
     "provider", "name", "price", "tier", "base_url", "api_key",
@@ -27,7 +37,7 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         price_input=price_input,
         price_output=price_output,
         tier=_tier(attrs, diagnostics),
-        base_url=attrs.string("base_url"),
+        base_url=_base_url(attrs, diagnostics),
         api_key_env=_api_key(attrs, diagnostics),
         max_output=attrs.token_count("max_output"),
         context=attrs.token_count("context"),
@@ -77,7 +87,12 @@ def _price(model: str, side: str, value, provider: str, diagnostics) -> float:
         diagnostics.append(error("BAM108", f"the {side} price of model '{model}' must be a number", value.span))
         return 0.0
     if value.value < 0:
-        diagnostics.append(error("BAM202", f"the {side} price of model '{model}' is negative ({value.text})", value.span))
+        diagnostics.append(
+            error("BAM202", f"the {side} price of model '{model}' is negative ({shown(value.text)})", value.span)
+        )
+        return 0.0
+    if value.value > MAX_PRICE:
+        diagnostics.append(out_of_range(f"the {side} price of model '{model}'", value, MAX_PRICE, " $/Mtok"))
         return 0.0
     if value.value == 0 and provider in PAID_PROVIDERS:
         diagnostics.append(
@@ -97,8 +112,15 @@ def _tier(attrs: Attributes, diagnostics) -> int:
         return 1
     if number.unit or not number.is_integer or number.value < 1:
         diagnostics.append(
-            error("BAM204", f"tier must be a positive whole number (1 is the strongest), not {number.text}", number.span)
+            error(
+                "BAM204",
+                f"tier must be a positive whole number (1 is the strongest), not {shown(number.text)}",
+                number.span,
+            )
         )
+        return 1
+    if number.value > MAX_TIER:
+        diagnostics.append(out_of_range("tier", number, MAX_TIER))
         return 1
     return int(number.value)
 
@@ -108,7 +130,7 @@ def _api_key(attrs: Attributes, diagnostics) -> str | None:
     if value is None:
         return None
     if isinstance(value, ast.Call) and value.func == "env" and len(value.args) == 1 and isinstance(value.args[0], ast.String):
-        return value.args[0].value
+        return _env_name(value.args[0], diagnostics)
     if isinstance(value, ast.String):
         diagnostics.append(
             error(
@@ -116,11 +138,72 @@ def _api_key(attrs: Attributes, diagnostics) -> str | None:
                 "api_key is written into the source; keys belong in the environment",
                 value.span,
                 hint='write `api_key = env("PROVIDER_API_KEY")` and export the key in that variable',
+                redact=(value.span,),
             )
         )
         return None
     diagnostics.append(error("BAM108", 'api_key must be `env("VAR")`', value.span))
     return None
+
+
+def _env_name(name: ast.String, diagnostics) -> str | None:
+    """The variable `env("...")` names; a key pasted in its place is reported without being repeated."""
+    pasted = looks_like_key(name.value) or _random_looking(name.value)
+    if ENV_NAME.fullmatch(name.value) and not pasted:
+        return name.value
+    diagnostics.append(
+        error(
+            "BAM211",
+            "env() is given what looks like an API key, not the name of the variable that holds it"
+            if pasted
+            else "env() takes the name of an environment variable: letters, digits and '_', not starting with a digit",
+            name.span,
+            hint='write `api_key = env("PROVIDER_API_KEY")` and export the key in that variable',
+            # Whatever was written may be a key, so no excerpt shows it.
+            redact=(name.span,),
+        )
+    )
+    return None
+
+
+def _random_looking(name: str) -> bool:
+    """32 characters or more of letters and digits in one run, with lower case among them: a key in no
+    known format (a hex or base-62 token). A variable name, even a long lower-case one, has words and '_'."""
+    return len(name) >= 32 and name.isalnum() and any(ch.islower() for ch in name) and any(ch.isdigit() for ch in name)
+
+
+def _base_url(attrs: Attributes, diagnostics) -> str | None:
+    """The endpoint; credentials in it (`https://user:key@host`, `?key=sk-...`) are BAM205."""
+    url = attrs.string("base_url")
+    if url is None:
+        return None
+    string = attrs.value("base_url")
+    userinfo = USERINFO.match(url)
+    if userinfo is None and not looks_like_key(url):
+        return url
+    if userinfo is not None:
+        message = "base_url carries credentials before '@'; keys belong in the environment"
+        # A password need not look like a key, so the part before '@' is hidden whatever it holds.
+        hidden = (_part_of(string, userinfo.start(1), userinfo.end(1)) if url == string.raw[1:-1] else string.span,)
+    else:
+        message = "base_url holds what looks like an API key; keys belong in the environment"
+        hidden = ()  # excerpts mask whatever looks like a key
+    diagnostics.append(
+        error(
+            "BAM205",
+            message,
+            string.span,
+            hint='give the endpoint alone, and the key as `api_key = env("PROVIDER_API_KEY")`',
+            redact=hidden,
+        )
+    )
+    return None
+
+
+def _part_of(string: ast.String, start: int, end: int) -> Span:
+    """The span of characters start..end of a one-line string's value (after its opening quote)."""
+    span = string.span
+    return Span(span.file, span.line, span.col + 1 + start, span.line, span.col + 1 + end)
 
 
 def _default_quality(attrs: Attributes, diagnostics) -> float:
@@ -148,6 +231,9 @@ def _positive_quality(value, diagnostics) -> float:
         diagnostics.append(
             error("BAM209", "quality must be a positive number (1.0 is the default)", value.span)
         )
+        return 1.0
+    if value.value > MAX_QUALITY:
+        diagnostics.append(out_of_range("quality", value, MAX_QUALITY))
         return 1.0
     return value.value
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bamasc.check.attributes import Attributes
+from bamasc.check.attributes import LIMITS_HINT, Attributes, out_of_range, shown
 from bamasc.check.program import (
     ANSWER_KINDS,
     DEFAULT_MIN_AGENTS,
@@ -14,6 +14,7 @@ from bamasc.check.program import (
     System,
 )
 from bamasc.diagnostics import Diagnostic, error
+from bamasc.limits import MAX_BUDGET, MAX_MIN_AGENTS, MAX_REWARD, written
 from bamasc.records import as_dict
 from bamasc.syntax import ast
 
@@ -91,6 +92,17 @@ def _money(name: str, value, diagnostics) -> float | None:
             error("BAM403", f"{name} must be above zero, not {amount:g} µ$", value.span, hint="budgets are µ$ per task")
         )
         return None
+    if amount > MAX_BUDGET:
+        diagnostics.append(
+            error(
+                "BAM210",
+                f"{name} is {shown(value.text)}{'' if isinstance(value, ast.Money) else ' µ$'}, "
+                f"above the limit of {written(MAX_BUDGET)} µ$ (${MAX_BUDGET / 1_000_000:,.0f}) per task",
+                value.span,
+                hint=LIMITS_HINT,
+            )
+        )
+        return None
     return amount
 
 
@@ -110,7 +122,12 @@ def _min_agents(attrs: Attributes, diagnostics) -> int:
     if number is None:
         return DEFAULT_MIN_AGENTS
     if number.unit or not number.is_integer or number.value < 0:
-        diagnostics.append(error("BAM207", f"min_agents must be a whole number of seats, not {number.text}", number.span))
+        diagnostics.append(
+            error("BAM207", f"min_agents must be a whole number of seats, not {shown(number.text)}", number.span)
+        )
+        return DEFAULT_MIN_AGENTS
+    if number.value > MAX_MIN_AGENTS:
+        diagnostics.append(out_of_range("min_agents", number, MAX_MIN_AGENTS, " seats"))
         return DEFAULT_MIN_AGENTS
     return int(number.value)
 
@@ -129,6 +146,16 @@ def _reward(attrs: Attributes, system: str, diagnostics) -> RewardConstants:
         if number.unit:
             diagnostics.append(
                 error("BAM208", f"reward '{name}' is a plain number and takes no unit, not {number.unit}", number.span)
+            )
+            continue
+        if abs(number.value) > MAX_REWARD:
+            diagnostics.append(
+                error(
+                    "BAM210",
+                    f"reward '{name}' is {shown(number.text)}, beyond the limit of ±{written(MAX_REWARD)}",
+                    number.span,
+                    hint=LIMITS_HINT,
+                )
             )
             continue
         values[name] = float(number.value)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from bamasc.check.attributes import did_you_mean
+from bamasc.check.attributes import LIMITS_HINT, did_you_mean, out_of_range, shown
 from bamasc.check.linear import NotLinear, linear_row
 from bamasc.check.program import Slot, Topology
 from bamasc.diagnostics import Diagnostic, Note, error, warning
+from bamasc.limits import MAX_REQUIRE_CONSTANT, MAX_TIER, written
 from bamasc.syntax import ast
 
 # Names every flow may read without defining them.
@@ -87,20 +88,31 @@ def _slots(decl: ast.TopologyDecl, diagnostics) -> tuple[Slot, ...]:
 
 
 def _check_require(require: ast.RequireDecl, slot_names: set[str], diagnostics) -> None:
-    bad_tier = False
+    bad_number = False
     for count in _counts(require.left) + _counts(require.right):
         if count.slot not in slot_names:
             diagnostics.append(_unknown_slot(count.slot, count.slot_span, slot_names))
         tier = count.tier
         if tier is not None and (not tier.is_integer or tier.value < 1):
             diagnostics.append(
-                error("BAM204", f"tier must be a positive whole number (1 is the strongest), not {tier.text}", tier.span)
+                error(
+                    "BAM204",
+                    f"tier must be a positive whole number (1 is the strongest), not {shown(tier.text)}",
+                    tier.span,
+                )
             )
-            bad_tier = True
-    if bad_tier:
+            bad_number = True
+        elif tier is not None and tier.value > MAX_TIER:
+            diagnostics.append(out_of_range("tier", tier, MAX_TIER))
+            bad_number = True
+    for constant in _constants(require.left) + _constants(require.right):
+        if abs(constant.value) > MAX_REQUIRE_CONSTANT:
+            diagnostics.append(_constant_too_large(shown(constant.text), constant.span))
+            bad_number = True
+    if bad_number:
         return
     try:
-        linear_row(require)
+        row = linear_row(require)
     except NotLinear as problem:
         diagnostics.append(
             error(
@@ -110,6 +122,20 @@ def _check_require(require: ast.RequireDecl, slot_names: set[str], diagnostics) 
                 hint="require rows take count(slot), count(slot, tier = k), whole numbers, '+', '-' and constant factors",
             )
         )
+        return
+    # Each constant may be small and their products still large: `1000 * 1000 * count(a)`.
+    largest = max([abs(row.rhs), *(abs(coef) for _, _, coef in row.terms)])
+    if largest > MAX_REQUIRE_CONSTANT:
+        diagnostics.append(_constant_too_large(f"{largest} once multiplied out", require.span))
+
+
+def _constant_too_large(text: str, span) -> Diagnostic:
+    return error(
+        "BAM210",
+        f"a require row's constant is {text}, beyond the limit of ±{written(MAX_REQUIRE_CONSTANT)}",
+        span,
+        hint=LIMITS_HINT,
+    )
 
 
 def _counts(node) -> list[ast.Count]:
@@ -117,6 +143,14 @@ def _counts(node) -> list[ast.Count]:
         return [node]
     if isinstance(node, ast.BinaryOp):
         return _counts(node.left) + _counts(node.right)
+    return []
+
+
+def _constants(node) -> list[ast.Number]:
+    if isinstance(node, ast.Const):
+        return [node.value]
+    if isinstance(node, ast.BinaryOp):
+        return _constants(node.left) + _constants(node.right)
     return []
 
 

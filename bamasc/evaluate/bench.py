@@ -90,9 +90,13 @@ def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, c
     template = plan.template(plan.selection["selected"])
     if plan.selection["rule"] == "policy" and options.selector is None:
         # As `bamasc exec` does: the system's policy picks a template per task.
+        from bamasc.policy.checkpoint import PolicyError
         from bamasc.policy.select import selector_for
 
-        options = replace(options, selector=selector_for(plan, compiled.program))
+        try:
+            options = replace(options, selector=selector_for(plan, compiled.program))
+        except PolicyError as problem:  # a missing or mismatched checkpoint: the command reports it
+            raise BenchError(str(problem)) from None
     tasks = [Task(item.id, item.prompt) for item in dataset.items]
     results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, system, tasks, options))
     answers = {result.task_id: result for result in results}

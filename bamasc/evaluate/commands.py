@@ -170,7 +170,7 @@ def run_score(args) -> int:
     dataset = _load_dataset(report, args.dataset, args.kind, args.split, args.skip_bad_rows)
     if dataset is None:
         return report.exit_code
-    from bamasc.evaluate.sandbox import Limits
+    from bamasc.evaluate.sandbox import Limits, SandboxError
     from bamasc.evaluate.scorers import score_items
 
     predictions = _read_rows(read_predictions, args.predictions, args.skip_bad_rows, PredictionError)
@@ -207,32 +207,22 @@ class PredictionError(ValueError):
 
 def read_predictions(path: str, skip_bad: bool = False) -> tuple[dict[str, str | None], list[str]]:
     """Predictions by id: `id` or `task_id`, else the row's 1-based line number; `prediction` text or null."""
-    import json
+    from bamasc.rows import read_jsonl
 
     predictions: dict[str, str | None] = {}
-    problems: list[str] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as problem:
-                    raise PredictionError(f"{path}:{number}: not JSON (column {problem.colno}): {problem.msg}") from None
-                if not isinstance(row, dict):
-                    raise PredictionError(f"{path}:{number}: a row must be a JSON object")
-                if "prediction" not in row:
-                    raise PredictionError(f"{path}:{number}: field 'prediction' is missing")
-                value = row["prediction"]
-                if isinstance(value, bool) or not isinstance(value, (str, int, float, type(None))):
-                    raise PredictionError(f"{path}:{number}: field 'prediction' must be text, a number or null")
-                key = next((row[f] for f in ("id", "task_id") if row.get(f) is not None), number)
-                if str(key) in predictions:
-                    raise PredictionError(f"{path}:{number}: a second prediction for id {str(key)!r}")
-                predictions[str(key)] = None if value is None else str(value)
-            except PredictionError as problem:
-                if not skip_bad:
-                    raise
-                problems.append(str(problem))
+
+    def read(row, number: int, where: str) -> None:
+        if not isinstance(row, dict):
+            raise PredictionError(f"{where}: a row must be a JSON object")
+        if "prediction" not in row:
+            raise PredictionError(f"{where}: field 'prediction' is missing")
+        value = row["prediction"]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float, type(None))):
+            raise PredictionError(f"{where}: field 'prediction' must be text, a number or null")
+        key = str(next((row[f] for f in ("id", "task_id") if row.get(f) is not None), number))
+        if key in predictions:
+            raise PredictionError(f"{where}: a second prediction for id {key!r}")
+        predictions[key] = None if value is None else str(value)
+
+    _, problems = read_jsonl(path, read, PredictionError, skip_bad)
     return predictions, problems

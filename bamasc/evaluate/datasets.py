@@ -12,6 +12,7 @@ import json
 import os
 
 from bamasc.records import record
+from bamasc.rows import RowError, decode_text, parse_json, parse_line
 from bamasc.runtime.extract import last_boxed
 
 KINDS = ("gsm8k", "mbpp", "math")
@@ -141,19 +142,30 @@ def _rows(path: str, problems: list[Problem], skip_bad: bool):
 
 
 def _file_rows(path: str, problems: list[Problem], skip_bad: bool):
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
-    stripped = text.lstrip()
-    if path.endswith(".json") or (stripped.startswith("[") and not path.endswith(".jsonl")):
-        yield from _json_rows(path, text, problems, skip_bad)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as problem:
+        _report(Problem(path, 1, None, f"cannot read the file: {problem.strerror}"), problems, skip_bad)
         return
-    for number, line in enumerate(text.splitlines(), start=1):
+    stripped = data.lstrip()
+    if path.endswith(".json") or (stripped.startswith(b"[") and not path.endswith(".jsonl")):
+        try:
+            text = decode_text(data)
+        except RowError as problem:
+            # One bad byte leaves the rest of a JSON document unreadable, so the file is the row at fault.
+            _report(Problem(path, problem.line or 1, None, str(problem)), problems, skip_bad)
+            return
+        yield from _json_rows(path, text.removeprefix("\ufeff"), problems, skip_bad)
+        return
+    # JSON Lines end at b"\n" alone; str.splitlines would also split a row at U+2028 inside a string.
+    for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as problem:
-            _report(Problem(path, number, None, f"not JSON (column {problem.colno}): {problem.msg}"), problems, skip_bad)
+            row = parse_line(line)
+        except RowError as problem:
+            _report(Problem(path, number, None, str(problem)), problems, skip_bad)
             continue
         yield path, number, row, str(number)
 
@@ -161,15 +173,14 @@ def _file_rows(path: str, problems: list[Problem], skip_bad: bool):
 def _json_rows(path: str, text: str, problems: list[Problem], skip_bad: bool):
     """A JSON file: one object (default id None: the file names it), or an array of objects,
     each with the line it starts on and its 1-based position."""
-    decoder = json.JSONDecoder()
     position = _skip_space(text, 0)
     if not text.startswith("[", position):
         try:
-            row, end = decoder.raw_decode(text, position)
+            row, end = parse_json(text, position)
             if text[_skip_space(text, end) :]:
-                raise json.JSONDecodeError("extra data after the object", text, _skip_space(text, end))
-        except json.JSONDecodeError as problem:
-            _report(Problem(path, problem.lineno, None, f"not JSON: {problem.msg}"), problems, skip_bad)
+                raise RowError("not JSON", "extra data after the object", _line_of(text, _skip_space(text, end)))
+        except RowError as problem:
+            _report(Problem(path, problem.line or _line_of(text, position), None, str(problem)), problems, skip_bad)
             return
         yield path, _line_of(text, position), row, None
         return
@@ -177,10 +188,10 @@ def _json_rows(path: str, text: str, problems: list[Problem], skip_bad: bool):
     index = 0
     while position < len(text) and text[position] != "]":
         try:
-            row, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError as problem:
+            row, end = parse_json(text, position)
+        except RowError as problem:
             # The rest of an array cannot be resynchronised reliably: report and stop.
-            _report(Problem(path, problem.lineno, None, f"not JSON: {problem.msg}"), problems, skip_bad)
+            _report(Problem(path, problem.line or _line_of(text, position), None, str(problem)), problems, skip_bad)
             return
         index += 1
         yield path, _line_of(text, position), row, str(index)

@@ -33,11 +33,24 @@ QUALITY_TOLERANCE = 1e-7
 """Total-quality differences below this count as ties."""
 
 _MAX_BUDGET_RETRIES = 50
+LARGEST_SOLVER_VALUE = 2.0**40
+"""The largest coefficient handed to HiGHS. It refuses matrix values from 1e15 on
+and reads costs from 1e20 on as infinite; rows and objectives above this are
+scaled by a power of two, which is exact in floating point."""
+
 PRESOLVE_UP_TO_COLUMNS = 20
 """HiGHS's MIP presolve settles models this small outright (the paper's pool:
 0.3 ms a solve with it, 0.6 ms without); from about 20 seat columns on it costs
 more than it saves on the lexicographic solves (5 models x 3 slots: 15 ms
 against 4 ms)."""
+
+
+class SolverError(RuntimeError):
+    """HiGHS failed, or answered something that breaks the problem's own rows."""
+
+
+class InexactWeights(SolverError, ValueError):
+    """The paper's tier weights would pass 2**53, where floats stop being exact."""
 
 
 @dataclass(frozen=True)
@@ -321,14 +334,40 @@ def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
     if problem.min_agents > 0:
         rows.append(LinearRow("min_agents", everything, (1.0,) * len(seats), float(problem.min_agents), inf))
     if problem.budget < inf:
-        costs = tuple(float(problem.cost[s][k][m]) for s, k, m in seats)
-        rows.append(LinearRow("budget", everything, costs, -inf, float(problem.budget)))
+        costs = tuple(_budget_coefficient(problem, s, k, m) for s, k, m in seats)
+        rows.append(_scaled_row(LinearRow("budget", everything, costs, -inf, float(problem.budget))))
     for i, binding in enumerate(problem.excluded):
         # No-good cut: Σ_{in binding} (1 - x) + Σ_{not in binding} x >= 1.
         chosen = {column[seat] for seat in binding}
         values = tuple(-1.0 if j in chosen else 1.0 for j in everything)
         rows.append(LinearRow(f"excluded[{i}]", everything, values, 1.0 - len(chosen), inf))
     return SeatIlp(seats, tuple(rows))
+
+
+def _budget_coefficient(problem: SeatProblem, s: int, k: int, m: int) -> float:
+    """A seat's cost in the budget row, capped just above the budget.
+
+    Costs are never negative, so a seat that alone costs more than the budget is
+    in no binding within it, whatever its coefficient above the budget; the cap
+    keeps such a seat's 1e20 µ$ from reaching the solver.
+    """
+    return float(min(problem.cost[s][k][m], 2.0 * problem.budget + 1.0))
+
+
+def _power_of_two_scale(largest: float) -> float:
+    """The power of two that brings `largest` down to LARGEST_SOLVER_VALUE (1.0 when it is no larger)."""
+    if not largest > LARGEST_SOLVER_VALUE:
+        return 1.0
+    return 2.0 ** -math.ceil(math.log2(largest / LARGEST_SOLVER_VALUE))
+
+
+def _scaled_row(row: LinearRow) -> LinearRow:
+    bounds = [abs(b) for b in (row.lower, row.upper) if math.isfinite(b)]
+    largest = max([*map(abs, row.values), *bounds], default=0.0)
+    scale = _power_of_two_scale(largest)
+    if scale == 1.0:
+        return row
+    return LinearRow(row.family, row.columns, tuple(v * scale for v in row.values), row.lower * scale, row.upper * scale)
 
 
 def tier_weights(problem: SeatProblem) -> tuple[int, ...]:
@@ -357,6 +396,11 @@ def tier_weights(problem: SeatProblem) -> tuple[int, ...]:
             seat_bound.append(0)
         elif cheapest == 0 or problem.budget == math.inf:
             seat_bound.append(problem.capacity)
+        elif problem.budget / cheapest > EXACT_INTEGER_LIMIT:
+            raise InexactWeights(
+                f"a budget of {problem.budget:g} buys more than 2**53 seats of tier {tier}, so the tier weights "
+                "are not exact; use method='lexicographic'"
+            )
         else:
             seat_bound.append(max(0, math.floor(problem.budget / cheapest)))
     weights = [0] * len(levels)
@@ -364,7 +408,7 @@ def tier_weights(problem: SeatProblem) -> tuple[int, ...]:
         weights[i] = 1 + sum(weights[j] * seat_bound[j] for j in range(i + 1, len(levels)))
     largest_objective = sum(weights) * problem.capacity
     if largest_objective > EXACT_INTEGER_LIMIT:
-        raise ValueError(
+        raise InexactWeights(
             f"tier weights {weights} can make an objective of {largest_objective}, beyond 2**53 "
             "where floats are no longer exact; use method='lexicographic'"
         )
@@ -377,6 +421,14 @@ class _Objective:
     tolerance: float  # how far later objectives may push this one off its optimum
 
 
+def _objective(coefficients: list[float], tolerance: float) -> _Objective:
+    """An objective scaled, with its tolerance, into the range HiGHS takes (see LARGEST_SOLVER_VALUE)."""
+    scale = _power_of_two_scale(max((abs(c) for c in coefficients), default=0.0))
+    if scale == 1.0:
+        return _Objective(coefficients, tolerance)
+    return _Objective([c * scale for c in coefficients], tolerance * scale)
+
+
 def _objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_break: bool) -> list[_Objective]:
     """Objectives in priority order, each to minimise (maximised things are negated)."""
     levels = problem.tier_levels
@@ -384,21 +436,28 @@ def _objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_break: bool
     # its optimum exactly while absorbing floating-point noise in the solver.
     if method == "lexicographic":
         tiers = [
-            _Objective(ilp.column_vector(lambda s, k, m, t=t: -(problem.tiers[m] == t)), 0.5) for t in levels
+            _objective(ilp.column_vector(lambda s, k, m, t=t: -(problem.tiers[m] == t)), 0.5) for t in levels
         ]
     elif method == "weights":
         weight = dict(zip(levels, tier_weights(problem), strict=True))
-        tiers = [_Objective(ilp.column_vector(lambda s, k, m: -weight[problem.tiers[m]]), 0.5)]
+        tiers = [_objective(ilp.column_vector(lambda s, k, m: -weight[problem.tiers[m]]), 0.5)]
     else:
         raise ValueError(f"method must be 'lexicographic' or 'weights', got {method!r}")
     if not tie_break or _tiers_fix_the_seats(ilp, problem):
         return tiers
     # The paper's weights rank tiers only; quality and then cost break ties here.
-    cost = _Objective(ilp.column_vector(lambda s, k, m: problem.cost[s][k][m]), 0.0)
+    cost = _cost_objective(problem, ilp)
     if _quality_follows_tiers(problem, ilp):
         return [*tiers, cost]
-    quality = _Objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
+    quality = _objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
     return [*tiers, quality, cost]
+
+
+def _cost_objective(problem: SeatProblem, ilp: SeatIlp) -> _Objective:
+    """Total cost to minimise; under a budget, seats that cannot fit it weigh what the budget row gives them."""
+    if problem.budget < math.inf:
+        return _objective(ilp.column_vector(lambda s, k, m: _budget_coefficient(problem, s, k, m)), 0.0)
+    return _objective(ilp.column_vector(lambda s, k, m: problem.cost[s][k][m]), 0.0)
 
 
 def _tiers_fix_the_seats(ilp: SeatIlp, problem: SeatProblem) -> bool:
@@ -468,9 +527,12 @@ def _load(highs, ilp: SeatIlp) -> None:
 
     n = len(ilp.seats)
     no_entries = np.zeros(0, dtype=np.int32)
-    highs.addCols(n, np.zeros(n), np.zeros(n), np.ones(n), 0, no_entries, no_entries, np.zeros(0))
-    highs.changeColsIntegrality(
-        n, np.arange(n, dtype=np.int32), np.full(n, int(highspy.HighsVarType.kInteger), dtype=np.uint8)
+    _check(highs.addCols(n, np.zeros(n), np.zeros(n), np.ones(n), 0, no_entries, no_entries, np.zeros(0)), "addCols")
+    _check(
+        highs.changeColsIntegrality(
+            n, np.arange(n, dtype=np.int32), np.full(n, int(highspy.HighsVarType.kInteger), dtype=np.uint8)
+        ),
+        "changeColsIntegrality",
     )
     if not ilp.rows:
         return
@@ -479,7 +541,8 @@ def _load(highs, ilp: SeatIlp) -> None:
     values = np.fromiter((v for r in ilp.rows for v in r.values), dtype=np.float64)
     lower = np.array([max(r.lower, -highspy.kHighsInf) for r in ilp.rows])
     upper = np.array([min(r.upper, highspy.kHighsInf) for r in ilp.rows])
-    highs.addRows(len(ilp.rows), lower, upper, len(indices), starts, indices, values)
+    # A row HiGHS refuses would be dropped silently, and the answer would break it.
+    _check(highs.addRows(len(ilp.rows), lower, upper, len(indices), starts, indices, values), "addRows")
 
 
 def _optimise(
@@ -565,12 +628,15 @@ def _run_sequential(highs, objectives: list[_Objective], time_limit: float | Non
         if position + 1 < len(objectives):
             optimum = float(np.dot(coefficients, values))
             nonzero = np.flatnonzero(coefficients).astype(np.int32)
-            highs.addRow(
-                -highspy.kHighsInf,
-                optimum + objective.tolerance,
-                len(nonzero),
-                nonzero,
-                coefficients[nonzero],
+            _check(
+                highs.addRow(
+                    -highspy.kHighsInf,
+                    optimum + objective.tolerance,
+                    len(nonzero),
+                    nonzero,
+                    coefficients[nonzero],
+                ),
+                "addRow",
             )
     return values
 
@@ -596,7 +662,7 @@ def _solution_or_none(highs):
     if status == highspy.HighsModelStatus.kTimeLimit:
         raise TimeoutError("HiGHS reached its time limit before proving a binding optimal")
     if status != highspy.HighsModelStatus.kOptimal:
-        raise RuntimeError(f"HiGHS stopped with model status {highs.modelStatusToString(status)}")
+        raise SolverError(f"HiGHS stopped with model status {highs.modelStatusToString(status)}")
     return list(highs.getSolution().col_value)
 
 
@@ -604,7 +670,7 @@ def _check(status, what: str) -> None:
     import highspy
 
     if status == highspy.HighsStatus.kError:
-        raise RuntimeError(f"HiGHS {what} failed")
+        raise SolverError(f"HiGHS {what} failed")
 
 
 # ---------------------------------------------------------------------------
@@ -646,20 +712,19 @@ def solve(
         if not broken:
             return evaluate(problem, seats)
         if broken != ("budget",):
-            raise RuntimeError(f"HiGHS returned seats that break {', '.join(broken)}: {seats}")
+            raise SolverError(f"HiGHS returned seats that break {', '.join(broken)}: {seats}")
         # Over budget only by the solver's feasibility tolerance: rule that binding
         # out and solve again, so the budget holds exactly.
         problem = replace(problem, excluded=(*problem.excluded, seats))
         ilp = formulate(problem)
-    raise RuntimeError("HiGHS kept returning bindings just over the budget")
+    raise SolverError("HiGHS kept returning bindings just over the budget")
 
 
 def cheapest_seats(problem: SeatProblem) -> tuple[Seat, ...] | None:
     """The cheapest binding that meets every row except the budget (excluded bindings stay out)."""
     unbudgeted = replace(problem, budget=math.inf)
     ilp = formulate(unbudgeted)
-    cost = _Objective(ilp.column_vector(lambda s, k, m: problem.cost[s][k][m]), 0.0)
-    return _optimise(ilp, [cost], native=False)
+    return _optimise(ilp, [_cost_objective(unbudgeted, ilp)], native=False)
 
 
 def cheapest_cost(problem: SeatProblem) -> float | None:

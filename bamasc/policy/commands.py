@@ -7,8 +7,11 @@ the standard library only.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+
+from bamasc.limits import MAX_REWARD
 
 
 def _budget_list(text: str) -> list[float]:
@@ -28,6 +31,23 @@ def _share(text: str) -> float:
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"need a share from 0 up to (not including) 1, not {text!r}")
     return value
+
+
+def _finite(text: str) -> float:
+    """A float that training can compute with: NaN or infinity would turn every loss into NaN."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or abs(value) > MAX_REWARD:
+        raise argparse.ArgumentTypeError(f"need a finite number of at most {MAX_REWARD:g} in size, not {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    from bamasc.evaluate.commands import _seconds as seconds
+
+    return seconds(text)
 
 
 def _positive(text: str) -> int:
@@ -52,7 +72,7 @@ def add_collect(commands) -> None:
     collect.add_argument("--record", action="store_true", help="record every real call to --cassette")
     collect.add_argument("--trace", metavar="JSONL", help="append one line per call and per run here")
     collect.add_argument("--skip-bad-rows", action="store_true", help="report malformed dataset rows and go on")
-    collect.add_argument("--timeout", type=float, default=60.0, help="seconds per call attempt (default 60)")
+    collect.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per call attempt (default 60)")
     collect.add_argument("--retries", type=int, default=3, help="retries per call after the first attempt (default 3)")
     collect.set_defaults(run=run_collect)
 
@@ -64,11 +84,12 @@ def add_train(commands) -> None:
     train.add_argument("--data", required=True, metavar="JSONL", help="offline rows (from `bamasc collect`)")
     train.add_argument("-o", "--output", required=True, metavar="CHECKPOINT", help="e.g. policy.msgpack")
     train.add_argument("--system")
+    train.add_argument("--skip-bad-rows", action="store_true", help="report malformed offline rows and go on")
     train.add_argument("--epochs", type=_positive, help="passes over the training rows (default 100)")
     train.add_argument("--seed", type=int, help="initialisation, batch order and split (default 0)")
     train.add_argument("--holdout", type=_share, help="share of task ids held out for the report (default 0.2)")
-    train.add_argument("--entropy", type=float, help="entropy bonus weight beta (default 0.05)")
-    train.add_argument("--learning-rate", type=float, help="Adam step size (default 0.001)")
+    train.add_argument("--entropy", type=_finite, help="entropy bonus weight beta (default 0.05)")
+    train.add_argument("--learning-rate", type=_finite, help="Adam step size (default 0.001)")
     train.add_argument("--batch-size", type=_positive, help="rows per step (default 64)")
     train.add_argument("--hidden", type=_positive, help="width of the hidden layers (default 128)")
     train.add_argument("--embedding", choices=("minilm", "hashed"), default="minilm",
@@ -76,7 +97,7 @@ def add_train(commands) -> None:
     train.add_argument("--cache", metavar="DIR", help="embedding cache folder (default: ~/.cache/bamasc)")
     for name in ("success", "failure", "overflow", "efficiency"):
         train.add_argument(
-            f"--reward-{name}", type=float, metavar="X", help=f"reward constant '{name}' (default: the system's)"
+            f"--reward-{name}", type=_finite, metavar="X", help=f"reward constant '{name}' (default: the system's)"
         )
     train.set_defaults(run=run_train)
 
@@ -199,8 +220,8 @@ def _plans(report, path: str, system: str, budgets) -> dict | None:
 def run_train(args) -> int:
     import time
 
-    from bamasc.cli import Report, _progress_bar
-    from bamasc.policy.data import OfflineDataError, read_rows
+    from bamasc.cli import Report, _progress_bar, _read_rows
+    from bamasc.policy.data import OfflineDataError, read_offline_rows
 
     report = Report()
     if not (_usable_file(report, args.file) and _usable_file(report, args.data)):
@@ -211,10 +232,8 @@ def run_train(args) -> int:
     system = _checked_system(report, args.file, args.system)
     if system is None:
         return report.exit_code
-    try:
-        rows = read_rows(args.data)
-    except OfflineDataError as problem:
-        print(f"bamasc: error: {problem}", file=sys.stderr)
+    rows = _read_rows(read_offline_rows, args.data, args.skip_bad_rows, OfflineDataError)
+    if rows is None:
         return 1
     if not rows:
         print(f"bamasc: error: {args.data} has no rows", file=sys.stderr)

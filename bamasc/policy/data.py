@@ -21,7 +21,9 @@ import json
 import math
 import os
 
+from bamasc.limits import MAX_BUDGET
 from bamasc.records import record
+from bamasc.rows import RowError, lines, parse_line, read_jsonl
 
 ROW_FIELDS = ("task_id", "task", "budget", "template", "success", "cost", "feasible")
 
@@ -60,17 +62,12 @@ def row_data(row: OfflineRow, **extra) -> dict:
 
 def read_rows(path: str) -> list[OfflineRow]:
     """Every row of an offline dataset; a malformed one raises OfflineDataError naming file:line."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as problem:
-                raise OfflineDataError(f"{path}:{number}:{problem.colno}: not JSON: {problem.msg}") from None
-            rows.append(_row(data, f"{path}:{number}"))
-    return rows
+    return read_offline_rows(path)[0]
+
+
+def read_offline_rows(path: str, skip_bad: bool = False) -> tuple[list[OfflineRow], list[str]]:
+    """The rows, and (with `skip_bad`) a message for each malformed row left out instead of raised."""
+    return read_jsonl(path, lambda data, _, where: _row(data, where), OfflineDataError, skip_bad)
 
 
 def _row(data, where: str) -> OfflineRow:
@@ -84,8 +81,11 @@ def _row(data, where: str) -> OfflineRow:
             raise OfflineDataError(f"{where}: '{name}' must be true or false, not {json.dumps(data[name])}")
     for name in ("budget", "cost"):
         value = data[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise OfflineDataError(f"{where}: '{name}' must be a number of µ$ at least 0, not {json.dumps(value)}")
+        # One comparison rejects NaN and the too large alike (training divides by budgets).
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_BUDGET:
+            raise OfflineDataError(
+                f"{where}: '{name}' must be a number of µ$ from 0 to {MAX_BUDGET:.0e}, not {json.dumps(value)[:40]}"
+            )
     if data["budget"] <= 0:
         raise OfflineDataError(f"{where}: 'budget' must be above zero")
     if not isinstance(data["task"], str) or not isinstance(data["template"], str):
@@ -94,7 +94,9 @@ def _row(data, where: str) -> OfflineRow:
     if probability is not None and (
         isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 < probability <= 1
     ):
-        raise OfflineDataError(f"{where}: 'behavior_prob' must be a probability in (0, 1], not {json.dumps(probability)}")
+        raise OfflineDataError(
+            f"{where}: 'behavior_prob' must be a probability in (0, 1], not {json.dumps(probability)[:40]}"
+        )
     return OfflineRow(
         task_id=str(data["task_id"]),
         task=data["task"],
@@ -184,21 +186,48 @@ class ScoredTask:
 
 
 def read_scored_tasks(path: str, skip_bad: bool = False) -> tuple[list[ScoredTask], list[str]]:
-    """The tasks of a dataset (read as `exec` reads them) with their whole rows."""
-    from bamasc.runtime.execute import ID_FIELDS, read_dataset
+    """The tasks of a dataset (read as `exec` reads them) with their whole rows.
+
+    A row that `exec` reads but that holds what scoring cannot use (`NaN`, say)
+    is a bad row here as well: raised, or with `skip_bad` reported and left out.
+    """
+    from bamasc.runtime.execute import ID_FIELDS, DatasetError, read_dataset
 
     tasks, problems = read_dataset(path, skip_bad=skip_bad)
     rows: dict[str, dict] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                data = json.loads(line) if line.strip() else None
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict):
-                key = next((data[f] for f in ID_FIELDS if data.get(f) is not None), number)
-                rows[str(key)] = data
-    return [ScoredTask(t.id, t.text, rows.get(t.id, {})) for t in tasks], problems
+    rejected: dict[str, str] = {}
+    for number, line in lines(path):
+        if not line.strip():
+            continue
+        try:
+            data = parse_line(line)
+        except RowError as problem:
+            rejected[_lenient_id(line, number, ID_FIELDS)] = f"{path}:{number}: {problem}"
+            continue
+        if isinstance(data, dict):
+            key = next((data[f] for f in ID_FIELDS if data.get(f) is not None), number)
+            rows[str(key)] = data
+    scored = []
+    for task in tasks:
+        if task.id in rows:
+            scored.append(ScoredTask(task.id, task.text, rows[task.id]))
+            continue
+        message = rejected.get(task.id, f"{path}: task {task.id!r}: its row cannot be read for scoring")
+        if not skip_bad:
+            raise DatasetError(message)
+        problems.append(message)
+    return scored, problems
+
+
+def _lenient_id(line: bytes, number: int, id_fields: tuple[str, ...]) -> str:
+    """The id `exec` gives a row that scoring refuses, read the way `exec` reads it (plain json.loads)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):  # then exec could not read it either, and gave no task
+        return str(number)
+    if not isinstance(data, dict):
+        return str(number)
+    return str(next((data[f] for f in id_fields if data.get(f) is not None), number))
 
 
 def done_keys(path: str) -> set[tuple[str, float, str]]:
@@ -206,13 +235,12 @@ def done_keys(path: str) -> set[tuple[str, float, str]]:
     keys = set()
     if not os.path.exists(path):
         return keys
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                data = json.loads(line)
-                keys.add((str(data["task_id"]), float(data["budget"]), data["template"]))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                continue  # a line cut short by a crash
+    for _, line in lines(path):
+        try:
+            data = parse_line(line)
+            keys.add((str(data["task_id"]), float(data["budget"]), data["template"]))
+        except (RowError, KeyError, TypeError, ValueError, OverflowError):
+            continue  # a line cut short by a crash, or not a row of ours
     return keys
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bamasc.diagnostics import Diagnostic, Note, error
+from bamasc.secrets import key_ranges
 from bamasc.source import SourceFile, Span
 from bamasc.syntax import ast
 from bamasc.syntax.lalr import END, Node, ParseFailure, Token, load_tables, parse
@@ -70,7 +71,7 @@ def _diagnose(source: SourceFile, failure: ParseFailure) -> Diagnostic:
         return _unclosed(source, opener, failure.stack, _token_span(source, keyword))
     return error(
         "BAM001",
-        f"unexpected {_describe_token(token)}{_context(opener, failure.stack)}",
+        f"unexpected {_describe_token(token, _inside_key(source, span))}{_context(opener, failure.stack)}",
         span,
         hint=f"expected {_expected_text(failure.expected)}",
     )
@@ -174,16 +175,24 @@ def _context(opener: Token | None, stack: list) -> str:
     return f" in {_construct(opener, stack)}"
 
 
-def _describe_token(token: Token) -> str:
+def _describe_token(token: Token, secret: bool = False) -> str:
     if token.type == END:
         return "end of file"
     if token.type in ("STRING", "LONG_STRING"):
         return "string"
+    if secret:  # an unquoted key lexes as names and numbers; the message must not quote any part of it
+        return "text that looks like part of an API key"
     if token.type == "NUMBER":
         return f"number {token.value}"
     if token.type == "NAME":
         return f"name '{token.value}'"
     return f"'{token.value}'"
+
+
+def _inside_key(source: SourceFile, span: Span) -> bool:
+    """Whether the token at `span` lies within something shaped like a key on its line."""
+    line = source.text.split("\n", span.line)[span.line - 1] if span.line >= 1 else ""
+    return any(start < span.col <= end for start, end in key_ranges(line))
 
 
 def _expected_text(expected: list[str]) -> str:

@@ -1,0 +1,32 @@
+"""The largest numbers a program may hold, shared by the checks, the compiler and the command line.
+
+Each limit sits far above any real use and far enough below where floating
+point or the solver gives out that every bound computed from values within
+them stays finite, and every number handed to HiGHS stays inside the range it
+takes as exact (below 1e15 in its matrix, 1e20 in bounds and costs). The
+language reference lists them (docs/language.md, "Limits").
+"""
+
+from __future__ import annotations
+
+# USD per million tokens: $1 a token, a thousand times the dearest model sold today.
+MAX_PRICE = 1_000_000.0
+# µ$ per task, for `budget`, `budgets` and --budget: one million dollars.
+MAX_BUDGET = 1e12
+# Tokens, for max_output, context and task_tokens: ten million, beyond every context window.
+MAX_TOKENS = 10_000_000
+# Seats, for min_agents: more than any template that binds in reasonable time can seat.
+MAX_MIN_AGENTS = 10_000
+# Tier levels: 1 is the strongest; pools use a handful.
+MAX_TIER = 1_000
+# Quality weights: 1.0 is the default; the solver compares totals to within 1e-7.
+MAX_QUALITY = 1_000.0
+# Constants and coefficients of require rows, whose counts never exceed a few thousand seats.
+MAX_REQUIRE_CONSTANT = 1_000_000
+# The policy's reward constants, by absolute value; the defaults are 1, -1, 2 and 0.5.
+MAX_REWARD = 1_000_000.0
+
+
+def written(limit: float) -> str:
+    """A limit as a message prints it: `1000000`, or `1e12` from a billion up."""
+    return f"{limit:.0e}".replace("e+", "e") if limit >= 1e9 else f"{int(limit)}"
