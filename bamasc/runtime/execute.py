@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 
 from bamasc.records import record
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard
@@ -77,49 +76,23 @@ class ExecOptions:
 def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[str]]:
     """Tasks from JSONL rows with an id (`id`/`task_id`, else the 1-based line number) and a text
     (`task`/`question`/`text`/`problem`/`prompt`); bad rows raise, or are skipped and reported."""
-    tasks, problems, seen = [], [], set()
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = _row(path, number, raw)
-                if not isinstance(row, dict):
-                    raise DatasetError(f"{path}:{number}: a row must be a JSON object")
-                field = next((f for f in TASK_FIELDS if isinstance(row.get(f), str)), None)
-                if field is None:
-                    raise DatasetError(f"{path}:{number}: no task text (one of the fields {', '.join(TASK_FIELDS)})")
-                key = next((row[f] for f in ID_FIELDS if row.get(f) is not None), number)
-                task_id = str(key)
-                if task_id in seen:
-                    raise DatasetError(f"{path}:{number}: duplicate task id {task_id!r}")
-                seen.add(task_id)
-                tasks.append(Task(task_id, row[field]))
-            except json.JSONDecodeError as problem:
-                message = f"{path}:{number}:{problem.colno}: not JSON: {problem.msg}"
-                if not skip_bad:
-                    raise DatasetError(message) from None
-                problems.append(message)
-            except DatasetError as problem:
-                if not skip_bad:
-                    raise
-                problems.append(str(problem))
-    return tasks, problems
+    from bamasc.rows import read_jsonl
 
+    seen: set[str] = set()
 
-def _row(path: str, number: int, raw: bytes) -> object:
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as problem:
-        raise DatasetError(f"{path}:{number}:{problem.start + 1}: not UTF-8") from None
-    try:
-        return json.loads(line)
-    except RecursionError:
-        raise DatasetError(f"{path}:{number}: nested too deeply to be a task row") from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError as problem:  # an integer longer than Python reads from text
-        raise DatasetError(f"{path}:{number}: not a task row ({problem})") from None
+    def read(row, number: int, where: str) -> Task:
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: a row must be a JSON object")
+        field = next((f for f in TASK_FIELDS if isinstance(row.get(f), str)), None)
+        if field is None:
+            raise DatasetError(f"{where}: no task text (one of the fields {', '.join(TASK_FIELDS)})")
+        task_id = str(next((row[f] for f in ID_FIELDS if row.get(f) is not None), number))
+        if task_id in seen:
+            raise DatasetError(f"{where}: duplicate task id {task_id!r}")
+        seen.add(task_id)
+        return Task(task_id, row[field])
+
+    return read_jsonl(path, read, DatasetError, skip_bad)
 
 
 class Summary:

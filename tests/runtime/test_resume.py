@@ -128,9 +128,9 @@ def test_exec_resume_on_a_bad_trace_is_an_error_not_a_traceback(tmp_path, capsys
 @pytest.mark.parametrize(
     "row, said",
     [
-        (b'{"id": "a", "task": "\xff"}', "d.jsonl:2:22: not UTF-8"),
-        (b"[" * 100_000 + b"]" * 100_000, "d.jsonl:2: nested too deeply"),
-        (b'{"id": ' + b"9" * 5000 + b', "task": "x"}', "d.jsonl:2: not a task row"),
+        (b'{"id": "a", "task": "\xff"}', "d.jsonl:2: not UTF-8 (column 22)"),
+        (b"[" * 100_000 + b"]" * 100_000, "d.jsonl:2: not a usable row"),
+        (b'{"id": ' + b"9" * 5000 + b', "task": "x"}', "d.jsonl:2: not a usable number"),
         (b"123", "d.jsonl:2: a row must be a JSON object"),
     ],
     ids=["utf8", "nesting", "digits", "scalar"],
