@@ -20,6 +20,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from bamasc.rows import RowError, parse_line
+
 TRACE_TYPES = ("reserve", "call", "task")
 
 
@@ -96,8 +98,8 @@ def read_ledgers(path: str | None) -> dict[str, TaskLedger]:
         if not raw.strip():
             continue
         try:
-            record = _decode(raw)
-        except ValueError as problem:
+            record = parse_line(raw)
+        except RowError as problem:
             if number == last:
                 continue  # the half-written last line of a run that was killed
             raise TraceError(f"{path}:{number}: {problem}") from None
@@ -121,23 +123,6 @@ def read_ledgers(path: str | None) -> dict[str, TaskLedger]:
 def finished_tasks(path: str | None) -> set[str]:
     """Ids of tasks whose last task line did not end in `error` (what `--resume` skips)."""
     return {task_id for task_id, ledger in read_ledgers(path).items() if ledger.finished}
-
-
-def _decode(raw: bytes) -> object:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as problem:
-        raise ValueError(f"not UTF-8 (byte {problem.start + 1})") from None
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
-        raise ValueError("not a trace record (nested too deeply)") from None
-    except json.JSONDecodeError as problem:
-        raise ValueError(f"not JSON: {problem.msg} (column {problem.colno})") from None
-
-
-def _no_constant(name: str):
-    raise ValueError(f"not a trace record ({name} is no number)")
 
 
 def _check(record: object) -> str | None:

@@ -86,11 +86,11 @@ def test_a_task_spends_its_charges_and_every_open_reservation(tmp_path):
         ('{"type": "task", "task_id": 5}', "task line without a task_id"),
         ('{"type": "call", "task_id": "a", "charged": "12"}', 'charged = "12"'),
         ('{"type": "call", "task_id": "a", "charged": -1}', "charged = -1"),
-        ('{"type": "call", "task_id": "a", "charged": NaN}', "NaN is no number"),
-        ('{"type": "reserve", "task_id": "a", "id": "x", "reserved": Infinity}', "Infinity is no number"),
+        ('{"type": "call", "task_id": "a", "charged": NaN}', "NaN is not a JSON number"),
+        ('{"type": "reserve", "task_id": "a", "id": "x", "reserved": Infinity}', "Infinity is not a JSON number"),
         ('{"type": "reserve", "task_id": "a", "reserved": 3}', "reserve line without an id"),
         ('{"type": "bogus", "task_id": "a"}', 'unknown record type "bogus"'),
-        ("[" * 50_000 + "]" * 50_000, "nested too deeply"),
+        ("[" * 50_000 + "]" * 50_000, "nest more than 64 levels"),
         ("{not json", "not JSON"),
     ],
 )
@@ -104,7 +104,7 @@ def test_a_line_that_is_no_trace_record_stops_the_resume_with_its_place(tmp_path
 def test_invalid_utf8_in_a_trace_names_the_line(tmp_path):
     path = tmp_path / "trace.jsonl"
     path.write_bytes(b'{"type": "task", "task_id": "a"}\n{"type": "task", "task_id": "\xff"}\n')
-    with pytest.raises(TraceError, match=r"trace.jsonl:2: not UTF-8"):
+    with pytest.raises(TraceError, match=r"trace.jsonl:2: not UTF-8 \(column 30\)"):
         read_ledgers(str(path))
 
 
