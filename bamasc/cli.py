@@ -161,7 +161,7 @@ def _add_exec(commands) -> None:
     execute.add_argument("--guard", choices=("reserve", "posthoc"), default="reserve",
                          help="posthoc is the paper's after-the-fact check, kept as a benchmark baseline only")
     execute.add_argument("--skip-bad-rows", action="store_true", help="report malformed dataset rows and go on")
-    execute.add_argument("--timeout", type=float, default=60.0, help="seconds per call attempt (default 60)")
+    execute.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per call attempt (default 60)")
     execute.add_argument("--retries", type=int, default=3, help="retries per call after the first attempt (default 3)")
     execute.set_defaults(run=run_exec)
 
@@ -173,6 +173,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"need a whole number of at least 1, not {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3600:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"need seconds above 0 (at most 3600), not {text!r}")
     return value
 
 

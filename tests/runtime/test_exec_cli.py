@@ -118,3 +118,11 @@ def test_skipped_calls_add_no_tokens_to_the_summary():
     summary.add({**base, "skipped": True, "prompt_tokens": 500})  # a bound, never sent
     summary.add({**base, "skipped": False, "prompt_tokens": 30, "completion_tokens": 4, "charged": 4.6})
     assert summary.by_role == {"Solver": [1, 30, 4, 4.6]} and summary.by_model == {"cheap": [1, 30, 4, 4.6]}
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "soon"])
+def test_a_timeout_that_is_no_duration_is_a_usage_error(setup, capsys, value):
+    _, source, _, _ = setup
+    with pytest.raises(SystemExit) as stopped:
+        main(["exec", source, "--task", "x", "--timeout", value])
+    assert stopped.value.code == 2 and "need seconds above 0" in capsys.readouterr().err
