@@ -25,40 +25,40 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bamasc.evaluate.sandbox import Limits, isolation_level, run_many, run_python  # noqa: E402
+from bamasc.evaluate.sandbox import Job, Limits, SandboxError, check_isolation, run_many, run_tests  # noqa: E402
 
 
-def candidate(index: int) -> str:
-    """An MBPP-style program: a candidate function, then its asserts."""
-    return (
+def candidate(index: int) -> Job:
+    """An MBPP-style item: a candidate function and its three asserts."""
+    code = (
         f"def add_{index}(numbers):\n"
         "    total = 0\n"
         "    for number in numbers:\n"
         "        total += number\n"
-        "    return total\n\n"
-        f"assert add_{index}([1, 2, 3]) == 6\n"
-        f"assert add_{index}([]) == 0\n"
-        f"assert add_{index}(range({index % 50 + 1})) == {sum(range(index % 50 + 1))}\n"
+        "    return total\n"
     )
+    n = index % 50 + 1
+    return Job(code, [f"assert add_{index}([1, 2, 3]) == 6", f"assert add_{index}([]) == 0",
+                      f"assert add_{index}(range({n})) == {sum(range(n))}"])
 
 
-def plain(source: str) -> float:
+def plain(job: Job) -> float:
     """`python file.py` in a fresh temporary directory: the baseline a sandbox is compared with."""
     started = time.perf_counter()
     folder = tempfile.mkdtemp()
     try:
         path = os.path.join(folder, "main.py")
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(source)
+            handle.write(job.candidate + "\n" + "\n".join(job.tests) + "\n")
         subprocess.run([sys.executable, path], cwd=folder, check=True, stdout=subprocess.DEVNULL)
     finally:
         shutil.rmtree(folder)
     return time.perf_counter() - started
 
 
-def sandboxed(source: str, level: str) -> float:
+def sandboxed(job: Job, level: str) -> float:
     started = time.perf_counter()
-    outcome = run_python(source, Limits(wall_time=10), isolation=level)
+    outcome = run_tests(job.candidate, job.tests, limits=Limits(wall_time=10), isolation=level)
     assert outcome.passed, outcome
     return time.perf_counter() - started
 
@@ -69,7 +69,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     args = parser.parse_args()
     sources = [candidate(i) for i in range(args.candidates)]
-    levels = ["namespaces", "hooks"] if isolation_level() == "namespaces" else ["hooks"]
+    try:
+        check_isolation("namespaces")
+        levels = ["namespaces", "hooks"]
+    except SandboxError:
+        levels = ["hooks"]
     runners = {"python file.py": plain, **{f"sandbox ({level})": (lambda s, lv=level: sandboxed(s, lv)) for level in levels}}
     for runner in runners.values():  # warm the page cache and the imports
         runner(sources[0])

@@ -49,6 +49,9 @@ def add_score(commands) -> None:
     score.add_argument("--skip-bad-rows", action="store_true", help="report malformed rows and go on")
     score.add_argument("--code-timeout", type=_seconds, default=5.0, metavar="S",
                        help="MBPP: seconds each program may run in the sandbox (default 5)")
+    score.add_argument("--unsafe-hooks", action="store_true",
+                       help="MBPP: where no jail can be built, run candidates under Python audit hooks only "
+                            "(NOT a sandbox: a hostile candidate can read files and escape)")
     score.set_defaults(run=run_score)
 
 
@@ -185,7 +188,18 @@ def run_score(args) -> int:
     if missing:
         print(f"bamasc: warning: {missing} items have no prediction and score as wrong", file=sys.stderr)
     pairs = [(item, predictions.get(item.id)) for item in dataset.items]
-    verdicts = score_items(args.kind, pairs, Limits(wall_time=args.code_timeout), concurrency=args.concurrency)
+    isolation = "hooks" if args.unsafe_hooks else "namespaces"
+    if args.unsafe_hooks:
+        print("bamasc: warning: --unsafe-hooks: candidates run without a jail, under Python audit hooks only; "
+              "this is not a sandbox, and a hostile candidate can read this machine's files or escape",
+              file=sys.stderr)
+    try:
+        verdicts = score_items(args.kind, pairs, Limits(wall_time=args.code_timeout), concurrency=args.concurrency,
+                               isolation=isolation)
+    except SandboxError as problem:
+        hint = "" if args.unsafe_hooks else " (--unsafe-hooks scores without it, and is not a sandbox)"
+        print(f"bamasc: error: {problem}{hint}", file=sys.stderr)
+        return 1
     if args.output:
         import json
 

@@ -296,37 +296,50 @@ def _sympy_equal(left: str, right: str) -> bool:
 
 
 def code_program(candidate: str, item, challenge: bool = False) -> str:
-    """What the sandbox runs for an MBPP item: test imports, the candidate, the setup code, the asserts."""
+    """An MBPP item as one program, as a person would run it by hand: test imports, the candidate,
+    the setup code, the asserts. (The sandbox runs these parts in two jails instead: `code_job`.)"""
     tests = list(item.tests) + (list(item.challenge_tests) if challenge else [])
     parts = ["\n".join(item.imports), candidate, item.setup, "\n".join(tests)]
     return "\n\n".join(part for part in parts if part.strip()) + "\n"
 
 
-def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "auto") -> list[Verdict]:
-    """Run each (item, prediction) in the sandbox; correct when every assert passes."""
-    from bamasc.evaluate.sandbox import Limits, run_many
+def code_job(candidate: str, item, challenge: bool = False):
+    """What the sandbox judges for an MBPP item: the candidate beside the test imports and setup
+    code in its jail, the asserts in the tests' jail. The reference code is never part of it."""
+    from bamasc.evaluate.sandbox import Job
+
+    tests = list(item.tests) + (list(item.challenge_tests) if challenge else [])
+    return Job(candidate, tests, item.imports, item.setup)
+
+
+def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "namespaces") -> list[Verdict]:
+    """Judge each (item, prediction) in the sandbox; correct only when the tests' process says every
+    assert passed. Raises SandboxError, before running anything, where the sandbox cannot run here."""
+    from bamasc.evaluate.sandbox import Limits, check_isolation, run_many
 
     limits = limits or Limits(wall_time=CODE_TIMEOUT)
     pairs = list(pairs)
-    programs, indexes = [], []
+    jobs, indexes = [], []
     verdicts: list[Verdict | None] = [None] * len(pairs)
     for index, (item, prediction) in enumerate(pairs):
         if prediction is None or not prediction.strip():
             verdicts[index] = Verdict(item.id, False, prediction, item.answer, "no prediction")
             continue
-        programs.append(code_program(extract_code(prediction), item))
+        jobs.append(code_job(extract_code(prediction), item))
         indexes.append(index)
-    for index, outcome in zip(indexes, run_many(programs, limits, concurrency, isolation)):
-        item, prediction = pairs[index]
+    if jobs:
+        check_isolation(isolation)
+    for index, job, outcome in zip(indexes, jobs, run_many(jobs, limits, concurrency, isolation)):
+        item, _ = pairs[index]
         detail = outcome.verdict if outcome.passed else f"{outcome.verdict}: {outcome.detail}"
-        verdicts[index] = Verdict(item.id, outcome.passed, extract_code(prediction), item.answer, detail)
+        verdicts[index] = Verdict(item.id, outcome.passed, job.candidate, item.answer, detail)
     return verdicts
 
 
 # ---------------------------------------------------------------- every kind
 
 
-def score_items(kind: str, pairs, limits=None, concurrency: int = 2, isolation: str = "auto") -> list[Verdict]:
+def score_items(kind: str, pairs, limits=None, concurrency: int = 2, isolation: str = "namespaces") -> list[Verdict]:
     """Verdicts for (item, prediction) pairs of a `kind` dataset, in order; a None prediction is wrong."""
     if kind == "mbpp":
         return score_code(pairs, limits, concurrency, isolation)

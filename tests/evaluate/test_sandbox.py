@@ -1,318 +1,333 @@
-"""The code sandbox against hostile programs: each case checks the verdict, the time taken and that nothing is left.
+"""The sandbox's parts: the plain-data wire, the seccomp allowlist, the jail's contents, verdicts, the end.
 
-Every case runs at both isolation levels: `namespaces` where this machine
-allows it (skipped otherwise) and the `hooks` fallback everywhere. Each hostile
-program prints its working directory first, so the test can check that the
-directory is gone and that no process still runs in it or names it.
+The hostile candidates themselves run end to end in test_sandbox_hostile.py.
 """
 
 from __future__ import annotations
 
+import collections
+import enum
+import json
+import math
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
-import uuid
 
 import pytest
 
-from bamasc.evaluate.sandbox import Limits, isolation_level, run_many, run_python
+from bamasc.evaluate import plain, seccomp
+from bamasc.evaluate.sandbox import Job, Limits, check_isolation, run_many, run_tests
+from tests.evaluate.hostile import namespaces_work
 
-LEVELS = [
-    pytest.param(
-        "namespaces",
-        marks=pytest.mark.skipif(
-            sys.platform != "linux" or isolation_level() != "namespaces",
-            reason="this machine allows no namespaces; the hooks level is tested instead",
-        ),
-    ),
-    "hooks",
-]
-PRELUDE = "import os, sys\nprint(os.getcwd(), flush=True)\n"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JAIL = os.path.join(ROOT, "bamasc", "evaluate", "jail.py")
+needs_jail = pytest.mark.skipif(not namespaces_work(), reason="this machine allows no user namespaces")
+LEVELS = [pytest.param("namespaces", marks=needs_jail), "hooks"]
 
 
-def run(source: str, level: str, **limits):
-    started = time.perf_counter()
-    outcome = run_python(PRELUDE + source, Limits(**limits), isolation=level)
-    elapsed = time.perf_counter() - started
-    assert outcome.isolation == level
-    return outcome, elapsed
+# ---------------------------------------------------------------- the wire
 
 
-def assert_clean(outcome, *outside: str) -> None:
-    """The temporary directory is gone, no process runs in it or names it, and nothing was written outside."""
-    workdir = outcome.stdout.splitlines()[0]
-    assert os.path.basename(workdir).startswith("bamasc-sandbox-")
-    assert not os.path.exists(workdir)
-    for pid in (name for name in os.listdir("/proc") if name.isdigit()):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read().decode("utf-8", "replace")
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            continue  # gone meanwhile, or not ours to read
-        assert workdir not in command and not cwd.startswith(workdir), f"process {pid} is left: {command!r}"
-    for path in outside:
-        assert not os.path.exists(path), f"{path} was written from inside the sandbox"
+def cross(value):
+    """`value` encoded, sent as JSON and decoded, the way a reply crosses from the candidate."""
+    objects: list = []
+
+    def refer(obj) -> int:
+        objects.append(obj)
+        return len(objects) - 1
+
+    data = json.dumps(plain.encode(value, refer)).encode("ascii")
+    return plain.decode(data, lambda ref: ("ref", objects[ref]))
 
 
-def no_process_named(marker: str) -> bool:
-    for pid in (name for name in os.listdir("/proc") if name.isdigit()):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if marker.encode() in handle.read():
-                    return False
-        except OSError:
-            continue
-    return True
+def same(a, b) -> bool:
+    """Equal, and of the same types all the way down."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return a == b
 
 
-# ---------------------------------------------------------------- ordinary programs
+def test_plain_values_cross_as_themselves():
+    values = [None, True, False, 0, -7, 2**100, 1.5, -0.0, float("inf"), float("nan"), "text", "é\udcff", b"\x00\xff",
+              range(3), range(10, -5, -3),
+              1 + 2j, [1, [2, []]], (1, (2, 3), ()), {1: "a", (1, 2): [3], "k": {}}, {1, 2}, frozenset({(1,)}),
+              {"nested": [{frozenset(): {0.5}}]}]
+    for value in values:
+        assert same(cross(value), value), value
+
+
+def test_subclasses_cross_as_their_base_types_and_other_objects_stay_behind():
+    Point = collections.namedtuple("Point", "x y")
+
+    class Colour(enum.IntEnum):
+        RED = 1
+
+    class Liar(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    assert same(cross(collections.Counter("aab")), {"a": 2, "b": 1})
+    assert same(cross(collections.OrderedDict(b=1)), {"b": 1})
+    assert same(cross(Point(1, 2)), (1, 2))
+    assert same(cross(Colour.RED), 1)
+    assert same(cross(Liar("x")), "x") and cross(Liar("x")) != "y"
+    iterator = cross(x * 2 for x in range(3))
+    assert iter(iterator) is iterator and list(iterator) == [0, 2, 4]
+    thing = object()
+    assert cross([thing]) == [("ref", thing)]
+
+
+@pytest.mark.parametrize("data", [
+    b'{"x": 1}', b'{"t": 1}', b'{"t": [], "s": []}', b'{"d": [[1]]}', b'{"d": [[[1], 2]]}', b'{"s": [[1]]}',
+    b'{"c": ["a", 1]}', b'{"c": [true, 1]}', b'{"rg": [0, 5, 0]}', b'{"rg": [0, 5]}', b'{"r": "0"}', b'{"r": true}', b'{"b": 5}', b'{"b": "\\u0100"}',
+    b"[" * 100000 + b"]" * 100000, b"not json", "\u00e9".encode(), b"1" * 5000,
+])
+def test_what_is_not_plain_data_is_refused(data):
+    with pytest.raises(plain.WireError):
+        plain.decode(data, lambda ref: ref)
+
+
+def test_messages_are_framed_and_capped():
+    read, write = os.pipe()
+    try:
+        plain.send(write, ["ok", {"t": [1, 2]}])
+        assert json.loads(plain.receive(read)) == ["ok", {"t": [1, 2]}]
+        os.write(write, (plain.MAX_MESSAGE + 1).to_bytes(4, "big"))
+        with pytest.raises(plain.WireError, match="over the limit"):
+            plain.receive(read)
+        with pytest.raises(plain.WireError, match="nested too deeply"):
+            value = []
+            for _ in range(plain.MAX_DEPTH + 5):
+                value = [value]
+            plain.encode(value, lambda obj: 0)
+    finally:
+        os.close(write)
+    with pytest.raises(plain.CandidateGone):
+        plain.receive(read)
+    os.close(read)
+
+
+def test_a_candidates_object_equals_only_itself():
+    link = plain.Link(-1, -1)
+    first, second = plain.Remote(link, 0), plain.Remote(link, 0)
+    assert first == first and first != second and first != 0 and first != [] and hash(first) != hash(second)
+    assert repr(first) == "<the candidate's object #0>"
+    with pytest.raises(AttributeError):
+        first.__deepcopy__
+
+
+# ---------------------------------------------------------------- the seccomp allowlist
+
+NEVER = {"socket", "socketpair", "connect", "bind", "sendto", "sendmsg", "io_uring_setup", "io_uring_enter",
+         "io_uring_register", "ptrace", "process_vm_readv", "process_vm_writev", "execve", "execveat", "fork",
+         "vfork", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "bpf", "perf_event_open",
+         "userfaultfd", "keyctl", "add_key", "open_by_handle_at", "memfd_create", "prctl", "seccomp", "mknod",
+         "mknodat", "setuid", "setresuid", "setgid", "capset", "kexec_load", "init_module", "personality"}
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp.ARCHITECTURES))
+def test_the_allowlist_is_a_well_formed_program_that_names_nothing_dangerous(machine):
+    arch, numbers = seccomp.ARCHITECTURES[machine]
+    code = seccomp.instructions(machine)
+    assert len(code) < 4096
+    assert code[:2] == [(0x20, 0, 0, 4), (0x15, 1, 0, arch)] and code[2] == (0x06, 0, 0, 0x80000000)
+    assert code[-1] == (0x06, 0, 0, 0x00050001)  # everything else: EPERM
+    for index, (operation, if_true, if_false, _) in enumerate(code):
+        if operation & 0x07 == 0x05:  # a jump: both targets inside the program
+            assert index + 1 + max(if_true, if_false) < len(code)
+    allowed = {entry[3] for entry, following in zip(code, code[1:]) if entry[0] == 0x15 and following == (6, 0, 0, 0x7FFF0000)}
+    assert allowed == {numbers[name] for name in seccomp.ALLOWED if name in numbers and name != "clone"}
+    assert NEVER.isdisjoint(seccomp.ALLOWED) and not (NEVER & numbers.keys() - {"clone"})
+    if machine == "x86_64":
+        assert set(seccomp.ALLOWED) <= numbers.keys()
+
+
+def test_the_syscall_numbers_agree_with_libseccomp():
+    import ctypes
+
+    try:
+        library = ctypes.CDLL("libseccomp.so.2")
+    except OSError:
+        pytest.skip("libseccomp is not installed here; the numbers were taken from the kernel's headers")
+    resolve = library.seccomp_syscall_resolve_name_arch
+    resolve.argtypes, resolve.restype = (ctypes.c_uint32, ctypes.c_char_p), ctypes.c_int
+    for machine, (arch, numbers) in seccomp.ARCHITECTURES.items():
+        assert {name: resolve(arch, name.encode()) for name in numbers} == numbers, machine
+
+
+FILTER_PROBE = r"""
+import ctypes, json, os, socket, threading
+from bamasc.evaluate import seccomp
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs: any user may then load a filter
+seccomp.install(ctypes, libc, os.uname().machine)
+found = {"pid": os.getpid() > 0}
+for name, call in (("socket", socket.socket), ("fork", os.fork), ("socketpair", socket.socketpair)):
+    try:
+        call()
+        found[name] = "allowed"
+    except OSError as problem:
+        found[name] = problem.errno
+found["clone3"] = (libc.syscall(435, None, 0), ctypes.get_errno())
+box = []
+worker = threading.Thread(target=lambda: box.append(1))
+worker.start(); worker.join()
+found["thread"] = box == [1]
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.uname().machine not in seccomp.ARCHITECTURES,
+                    reason="the filter is for Linux on x86-64 and aarch64")
+def test_the_filter_refuses_sockets_and_processes_but_keeps_threads():
+    done = subprocess.run([sys.executable, "-c", FILTER_PROBE], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"pid": True, "socket": 1, "fork": 1, "socketpair": 1, "clone3": [-1, 38],
+                                       "thread": True}
+
+
+# ---------------------------------------------------------------- the jail
+
+FACTS = r"""
+import os, sys
+def facts():
+    found = {"uid": (os.getuid(), os.getgid()), "cwd": os.getcwd(), "pid": os.getpid()}
+    found["devices"] = sorted(os.listdir("/dev"))
+    scratch, root = os.statvfs("/tmp"), os.statvfs("/")
+    found["scratch"] = (scratch.f_blocks * scratch.f_frsize, scratch.f_flag & 15)  # ST_RDONLY|NOSUID|NODEV|NOEXEC
+    found["root read-only"] = bool(root.f_flag & 1)
+    found["absent"] = [path for path in ("/proc", "/etc", "/home", "/sys", "/var", "/bin/sh", "/usr/bin") if not os.path.exists(path)]
+    found["path"] = sys.path
+    found["top"] = sorted(os.listdir("/"))
+    return found
+"""
+
+
+@needs_jail
+def test_the_jail_builds_wherever_namespaces_work():
+    check_isolation("namespaces")  # SandboxError says which step the machine refused
+
+
+@needs_jail
+def test_the_jail_holds_the_interpreter_and_a_private_scratch_space_and_nothing_else():
+    from bamasc.evaluate.confine import LIB_LINKS
+
+    # What the keeper sees: a fresh interpreter under -I -S -B, with the jail's folder on its path only
+    # while it imports the jail's modules.
+    keeper = ("import sys; sys.path.insert(0, sys.argv[1]); import confine; del sys.path[0]; "
+              "print(repr((sys.path, confine.interpreter_folders())))")
+    found = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", keeper, os.path.dirname(JAIL)],
+                           capture_output=True, text=True, check=True)
+    path, folders = eval(found.stdout)
+    top = {folder.split("/")[1] for folder in folders} | {"dev", "tmp"}
+    top |= {name for name in LIB_LINKS if os.path.islink("/" + name)}
+    expected = {
+        "uid": (65534, 65534), "cwd": "/tmp", "pid": 1, "devices": ["full", "null", "random", "urandom", "zero"],
+        "scratch": (4 * 2**20, 14), "root read-only": True,
+        "absent": ["/proc", "/etc", "/home", "/sys", "/var", "/bin/sh", "/usr/bin"],
+        "path": path, "top": sorted(top),
+    }
+    outcome = run_tests(FACTS, [f"assert (found := facts()) == {expected!r}, found"], limits=Limits(disk=4 * 2**20))
+    assert outcome.verdict == "passed", outcome.detail
+    assert outcome.isolation == "namespaces"
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_verdicts_of_ordinary_programs(level):
-    cases = {
-        "print('ok')\nassert sum([1, 2]) == 3\n": "passed",
-        "assert 1 + 1 == 3, 'arithmetic'\n": "failed",
-        "raise ValueError('bad value')\n": "error",
-        "def broken(:\n": "error",
-        "sys.exit(0)\nassert False\n": "error",  # exiting early does not pass the asserts it skipped
-        "os._exit(0)\n": "error",
+def test_verdicts_of_ordinary_candidates(level):
+    tests = ["assert f(1) == 2", "assert f(5) == 6"]
+    jobs = {
+        "def f(x):\n    return x + 1\n": "passed",
+        "def f(x):\n    return x\n": "failed",
+        "def f(x):\n    raise ValueError('bad value')\n": "error",
+        "def f(:\n": "error",
+        "import sys\nsys.exit(0)\n": "error",
+        "import os\nos._exit(0)\n": "error",
+        "def g(x):\n    return x + 1\n": "error",  # the tests' name is missing
     }
-    outcomes = run_many([PRELUDE + source for source in cases], Limits(wall_time=5), concurrency=2, isolation=level)
-    assert [outcome.verdict for outcome in outcomes] == list(cases.values())
-    assert "AssertionError: arithmetic" in outcomes[1].detail
+    outcomes = run_many([Job(code, tests) for code in jobs], Limits(wall_time=5), concurrency=2, isolation=level)
+    assert [outcome.verdict for outcome in outcomes] == list(jobs.values())
+    assert outcomes[1].detail == "AssertionError: test 1: assert f(1) == 2"
     assert "ValueError: bad value" in outcomes[2].detail
     assert "SyntaxError" in outcomes[3].detail
-    for outcome in outcomes:
-        assert outcome.wall_time < 5
-        if outcome.stdout:
-            assert_clean(outcome)
+    assert "SystemExit" in outcomes[4].detail
+    assert "exited with status 0" in outcomes[5].detail
+    assert "NameError" in outcomes[6].detail
+    assert {outcome.isolation for outcome in outcomes} == {level}
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_the_program_may_write_inside_its_directory_and_use_threads(level):
-    source = (
-        "import threading, tempfile\n"
-        "open('notes.txt', 'w').write('kept')\n"
-        "assert open('notes.txt').read() == 'kept'\n"
-        "with tempfile.NamedTemporaryFile() as handle:\n"
-        "    assert handle.name.startswith(os.getcwd())\n"
-        "box = []\n"
-        "worker = threading.Thread(target=lambda: box.append(1))\n"
-        "worker.start(); worker.join()\n"
-        "assert box == [1]\n"
+def test_tests_may_use_imports_classes_setup_objects_and_expected_exceptions(level):
+    candidate = (
+        "class Box:\n    def __init__(self, v):\n        self.v = v\n    def __len__(self):\n        return self.v\n"
+        "def unbox(box):\n    return box.v\n"
+        "def check(x):\n    if x < 0:\n        raise ValueError('negative')\n    return math.sqrt(x)\n"
+        "def letters(text):\n    return (c for c in text)\n"
+        "def counts(text):\n    return collections.Counter(text)\n"
     )
-    outcome, elapsed = run(source, level)
-    assert outcome.verdict == "passed", outcome.stderr
-    assert elapsed < 5
-    assert_clean(outcome)
+    tests = [
+        "assert math.isclose(check(2), 1.4142135, rel_tol=1e-6)",
+        "assert unbox(Box(3)) == 3 and len(Box(4)) == 4 and Box(1).v == 1",
+        "try:\n    check(-1)\nexcept ValueError as problem:\n    assert 'negative' in str(problem)\nelse:\n    assert False",
+        "assert list(letters('ab')) == ['a', 'b'] and counts('aab') == {'a': 2, 'b': 1}",
+        "assert unbox(shared) == 7",
+        "assert set(counts('ab')) == {'a', 'b'}",
+    ]
+    outcome = run_tests(candidate, tests, imports=("import math", "import collections"), setup="shared = Box(7)\n",
+                        isolation=level)
+    assert outcome.verdict == "passed", outcome.detail
 
 
-# ---------------------------------------------------------------- hostile programs
+def test_limits_reject_nonsense():
+    for wrong in ({"wall_time": 0}, {"memory": -1}, {"open_files": 3}, {"disk": 10}, {"threads": 0}):
+        with pytest.raises(ValueError):
+            Limits(**wrong)
+    with pytest.raises(ValueError):
+        run_tests("pass", [], isolation="auto")
 
 
-@pytest.mark.parametrize("level", LEVELS)
-def test_an_infinite_loop_is_killed_at_the_wall_time_limit(level):
-    outcome, elapsed = run("while True:\n    pass\n", level, wall_time=1.0)
-    assert outcome.verdict == "timeout"
-    assert 0.9 <= elapsed < 3.0
-    assert_clean(outcome)
-
-
-@pytest.mark.parametrize("level", LEVELS)
-def test_a_busy_loop_is_killed_at_the_cpu_time_limit(level):
-    outcome, elapsed = run("while True:\n    pass\n", level, wall_time=10.0, cpu_time=1)
-    assert outcome.verdict == "timeout" and "CPU-time limit" in outcome.detail
-    assert outcome.cpu_time >= 0.8
-    assert elapsed < 4.0
-    assert_clean(outcome)
-
-
-@pytest.mark.parametrize("level", LEVELS)
-def test_a_fork_bomb_starts_no_process(level):
-    marker = f"bomb-{uuid.uuid4().hex}"
-    source = (
-        f"sys.argv[0] = {marker!r}\n"
-        "children = 0\n"
-        "for _ in range(10000):\n"
-        "    try:\n"
-        "        if os.fork() == 0:\n"
-        "            while True:\n"
-        "                pass\n"
-        "        children += 1\n"
-        "    except OSError:\n"
-        "        pass\n"
-        "print('children', children)\n"
+def test_the_hooks_guard_keeps_its_tables_out_of_reach(tmp_path):
+    """The old one-line bypass: rebinding the guard's tables through sys.modules['__main__']."""
+    escape = tmp_path / "escaped"
+    candidate = (
+        "import sys, os\nmain = sys.modules['__main__']\n"
+        "for name in ('_HOOKED_PROCESS_EVENTS', '_BLOCKED_IMPORTS', '_PATH_EVENTS', '_REFUSED_EVENTS'):\n"
+        "    setattr(main, name, frozenset())\n"
+        "def tries():\n    found = []\n"
+        f"    for attempt in (lambda: open({str(escape)!r}, 'w'), lambda: __import__('socket').socket(),\n"
+        "                    lambda: os.posix_spawn('/bin/true', ['true'], {}), lambda: __import__('ctypes').CDLL(None)):\n"
+        "        try:\n            attempt()\n            found.append('allowed')\n"
+        "        except Exception as problem:\n            found.append(type(problem).__name__)\n    return found\n"
     )
-    outcome, elapsed = run(source, level, wall_time=5.0)
-    assert outcome.verdict == "passed" and "children 0" in outcome.stdout
-    assert elapsed < 5.0
-    assert no_process_named(marker)
-    assert_clean(outcome)
+    outcome = run_tests(candidate, ["assert (found := tries()) == ['PermissionError'] * 4, found"], isolation="hooks")
+    assert outcome.verdict == "passed", outcome.detail
+    assert not escape.exists()
 
 
-@pytest.mark.parametrize("level", LEVELS)
-def test_a_memory_bomb_meets_the_memory_limit(level):
-    source = "blocks = []\nwhile True:\n    blocks.append(bytearray(32 * 2**20))\n"
-    outcome, elapsed = run(source, level, memory=256 * 2**20, wall_time=10.0)
-    assert outcome.verdict == "memory"
-    # The program itself hit the address-space limit. (ru_maxrss is no use here: a
-    # forked child's high-water mark starts at its parent's size, and the test
-    # process may be large after the policy tests.)
-    assert "memory limit of 256 MiB" in outcome.detail
-    assert elapsed < 5.0
-    assert_clean(outcome)
-
-
-@pytest.mark.parametrize("level", LEVELS)
-def test_huge_output_is_capped(level):
-    source = "while True:\n    sys.stdout.write('x' * 65536)\n"
-    outcome, elapsed = run(source, level, output_bytes=200_000, wall_time=10.0)
-    assert outcome.verdict == "output_limit"
-    assert len(outcome.stdout.encode()) <= 200_000 and outcome.stdout.count("x") > 100_000
-    assert elapsed < 5.0
-    assert_clean(outcome)
-
-
-@pytest.mark.parametrize("level", LEVELS)
-def test_shell_and_subprocess_calls_are_refused(level, tmp_path):
-    escape = tmp_path / "from-the-shell"
-    marker = f"{30 + int.from_bytes(os.urandom(2), 'big') / 100000:.5f}"  # a sleep no one else runs
-    source = (
-        "import subprocess\n"
-        "try:\n"
-        f"    print('system', os.system('touch {escape}; sleep {marker} &'))\n"
-        "except OSError as problem:\n"
-        "    print('system refused', type(problem).__name__)\n"
-        "for command in (['sleep', '" + marker + "'], ['touch', '" + str(escape) + "']):\n"
-        "    try:\n"
-        "        subprocess.Popen(command)\n"
-        "        print('started', command)\n"
-        "    except OSError as problem:\n"
-        "        print('subprocess refused', type(problem).__name__)\n"
-        "try:\n"
-        "    os.execv('/bin/sh', ['sh', '-c', 'touch " + str(escape) + "'])\n"
-        "except OSError:\n"
-        "    print('exec refused')\n"
-    )
-    outcome, elapsed = run(source, level)
-    assert outcome.verdict == "passed", outcome.stderr
-    assert outcome.stdout.count("subprocess refused") == 2 and "exec refused" in outcome.stdout
-    assert "started" not in outcome.stdout
-    assert elapsed < 5.0
-    assert no_process_named(f"sleep\x00{marker}")
-    assert_clean(outcome, str(escape))
-
-
-@pytest.mark.parametrize("level", LEVELS)
-def test_writes_outside_the_temporary_directory_are_refused(level, tmp_path):
-    targets = [tmp_path / "escaped.txt", f"/tmp/bamasc-escape-{uuid.uuid4().hex}", os.path.expanduser("~/bamasc-escape")]
-    source = (
-        f"for target in {[str(t) for t in targets]!r} + ['../escaped-sibling']:\n"
-        "    try:\n"
-        "        with open(target, 'w') as handle:\n"
-        "            handle.write('escaped')\n"
-        "        print('wrote', target)\n"
-        "    except OSError as problem:\n"
-        "        print('refused', type(problem).__name__)\n"
-        "for make in (lambda: os.mkdir('/tmp/bamasc-escape-dir'), lambda: os.symlink('/etc', '/tmp/bamasc-escape-link')):\n"
-        "    try:\n"
-        "        make()\n"
-        "        print('made')\n"
-        "    except OSError:\n"
-        "        print('refused')\n"
-    )
-    outcome, elapsed = run(source, level)
-    assert outcome.verdict == "passed", outcome.stderr
-    assert outcome.stdout.count("refused") == 6 and "wrote" not in outcome.stdout and "made" not in outcome.stdout
-    assert elapsed < 5.0
-    sibling = os.path.join(os.path.dirname(outcome.stdout.splitlines()[0]), "escaped-sibling")
-    assert_clean(outcome, *map(str, targets), sibling, "/tmp/bamasc-escape-dir", "/tmp/bamasc-escape-link")
-
-
-@pytest.mark.parametrize("level", LEVELS)
-def test_sockets_reach_nothing(level, tmp_path):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    unix_path = str(tmp_path / "s.sock")
-    unix_server = socket.socket(socket.AF_UNIX)
-    unix_server.bind(unix_path)
-    unix_server.listen()
-    unix_server.settimeout(0.2)
-    accepted = []
-    stop = threading.Event()
-
-    def accept_all():
-        while not stop.is_set():
-            for listener in (server, unix_server):
-                try:
-                    accepted.append(listener.accept())
-                except OSError:
-                    pass
-
-    thread = threading.Thread(target=accept_all, daemon=True)
-    thread.start()
-    port = server.getsockname()[1]
-    source = (
-        "import socket\n"
-        f"for family, address in ((socket.AF_INET, ('127.0.0.1', {port})), (socket.AF_INET, ('1.1.1.1', 53)),\n"
-        f"                        (socket.AF_UNIX, {unix_path!r})):\n"
-        "    try:\n"
-        "        connection = socket.socket(family)\n"
-        "        connection.settimeout(2)\n"
-        "        connection.connect(address)\n"
-        "        print('connected', address)\n"
-        "    except OSError as problem:\n"
-        "        print('refused', type(problem).__name__)\n"
-        "try:\n"
-        "    socket.create_connection(('example.com', 80), timeout=2)\n"
-        "    print('connected by name')\n"
-        "except OSError:\n"
-        "    print('refused')\n"
-    )
-    try:
-        outcome, elapsed = run(source, level)
-    finally:
-        stop.set()
-        thread.join()
-        server.close()
-        unix_server.close()
-    assert outcome.verdict == "passed", outcome.stderr
-    assert outcome.stdout.count("refused") == 4 and "connected" not in outcome.stdout
-    assert accepted == []
-    assert elapsed < 5.0
-    assert_clean(outcome)
-
-
-@pytest.mark.parametrize("level", LEVELS)
-def test_signals_to_other_processes_are_refused(level):
-    bystander = subprocess.Popen(["sleep", "60"])
-    try:
-        source = (
-            "import signal\n"
-            f"for target in (-1, {bystander.pid}, {os.getpid()}):\n"
-            "    try:\n"
-            "        os.kill(target, signal.SIGKILL)\n"
-            "        print('sent', target)\n"
-            "    except OSError as problem:\n"
-            "        print('refused', type(problem).__name__)\n"
-        )
-        outcome, elapsed = run(source, level)
-        assert bystander.poll() is None, "the sandboxed program killed a process outside"
-    finally:
-        bystander.kill()
-        bystander.wait()
-    assert outcome.verdict == "passed", outcome.stderr
-    assert outcome.stdout.count("refused") == 3
-    assert elapsed < 5.0
-    assert_clean(outcome)
+def processes_under(pid: int) -> list[int]:
+    """Every descendant of `pid` (children first)."""
+    parents = {}
+    for name in (name for name in os.listdir("/proc") if name.isdigit()):
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                parents[int(name)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
 
 
 def alive(pid: int) -> bool:
@@ -323,95 +338,39 @@ def alive(pid: int) -> bool:
         return False
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for name in (name for name in os.listdir("/proc") if name.isdigit()):
-        try:
-            with open(f"/proc/{name}/stat") as handle:
-                if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
 @pytest.mark.parametrize("level", LEVELS)
-def test_the_sandbox_ends_when_its_parent_is_killed(level):
+def test_the_jails_end_when_their_parent_is_killed(level):
     code = (
-        "from bamasc.evaluate.sandbox import Limits, run_python\n"
-        f"run_python('import time\\ntime.sleep(60)', Limits(wall_time=60), isolation={level!r})\n"
+        "from bamasc.evaluate.sandbox import Limits, run_tests\n"
+        f"run_tests('import time\\ntime.sleep(120)\\n', ['assert True'], limits=Limits(wall_time=120), isolation={level!r})\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
-        deadline = time.monotonic() + 10
         family: list[int] = []
-        workdir = None
-        while time.monotonic() < deadline:
-            jails = children_of(parent.pid)
-            family = jails + [pid for jail in jails for pid in children_of(jail)]
-            if jails and (level == "hooks" or len(family) > len(jails)):
+        for _ in range(400):  # the keeper, two wardens and two jails appear within moments
+            family = processes_under(parent.pid)
+            if len(family) >= 5:
                 break
-            time.sleep(0.05)
-        assert family, "the sandbox did not start"
-        with open(f"/proc/{family[0]}/cmdline", "rb") as handle:
-            workdir = handle.read().split(b"\0")[5].decode()
-        assert os.path.basename(workdir).startswith("bamasc-sandbox-")
+            time.sleep(0.025)
+        assert len(family) >= 5, family
         parent.kill()
         parent.wait()
-        started = time.monotonic()
-        while any(alive(pid) for pid in family) and time.monotonic() - started < 5:
-            time.sleep(0.02)
+        for _ in range(400):
+            if not any(alive(pid) for pid in family):
+                break
+            time.sleep(0.025)
         assert not any(alive(pid) for pid in family)
-        assert time.monotonic() - started < 2.0
     finally:
         parent.kill()
         parent.wait()
-        # A parent killed outright cannot delete its temporary directory; the test does.
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
-def test_namespaces_hide_the_machine():
-    if sys.platform != "linux" or isolation_level() != "namespaces":
-        pytest.skip("this machine allows no namespaces")
-    source = (
-        "pids = [name for name in os.listdir('/proc') if name.isdigit()]\n"
-        "print('pids', pids)\n"
-        "print('devices', sorted(os.listdir('/dev')))\n"
-        "status = open('/proc/self/status').read()\n"
-        "print([line for line in status.splitlines() if line.startswith(('CapEff', 'NoNewPrivs', 'Seccomp:'))])\n"
-    )
-    outcome, _ = run(source, "namespaces")
-    assert outcome.verdict == "passed", outcome.stderr
-    assert "pids ['1']" in outcome.stdout
-    assert "'null'" in outcome.stdout and "'urandom'" in outcome.stdout and "'sda'" not in outcome.stdout
-    assert "CapEff:\\t0000000000000000" in outcome.stdout and "NoNewPrivs:\\t1" in outcome.stdout
-    assert "Seccomp:\\t2" in outcome.stdout
-    assert_clean(outcome)
+def test_scoring_one_row_for_collect_cannot_be_forged():
+    from bamasc.evaluate.scorers import score
 
-
-def test_limits_reject_nonsense():
-    with pytest.raises(ValueError):
-        Limits(wall_time=0)
-    with pytest.raises(ValueError):
-        run_python("pass", isolation="chroot")
-
-
-def test_the_hooks_fallback_removes_calls_no_audit_event_covers():
-    source = (
-        "import signal, subprocess\n"
-        "print(hasattr(os, 'pidfd_open'), hasattr(signal, 'pidfd_send_signal'))\n"
-        "try:\n"
-        "    subprocess._fork_exec()\n"
-        "except PermissionError:\n"
-        "    print('fork_exec refused')\n"
-        "del sys.modules['subprocess']\n"
-        "try:\n"
-        "    import subprocess\n"
-        "except PermissionError:\n"
-        "    print('re-import refused')\n"
-    )
-    outcome, _ = run(source, "hooks")
-    assert outcome.verdict == "passed", outcome.stderr
-    assert outcome.stdout.splitlines()[1:] == ["False False", "fork_exec refused", "re-import refused"]
-    assert_clean(outcome)
+    row = {"task_id": 11, "text": "add one", "code": "def f(x): return x + 1", "test_list": ["assert f(1) == 2"]}
+    forged = "class Anything:\n    def __eq__(self, other):\n        return True\ndef f(x):\n    return Anything()\n"
+    if not namespaces_work():
+        pytest.skip("this machine allows no user namespaces")
+    assert score("code", "def f(x):\n    return x + 1\n", row)
+    assert not score("code", forged, row)
