@@ -32,8 +32,42 @@ class SourceFile:
 
 
 def decode_source(path: str, data: bytes) -> tuple[str, int | None]:
-    """UTF-8 text of `data`, or the text with replacements and the first bad byte offset."""
+    """UTF-8 text of `data`, or the text with replacements and the first bad byte offset.
+
+    A byte-order mark at the start (Windows editors write one) is dropped: it
+    is no character of the program, and columns count from after it, as
+    editors show them.
+    """
     try:
-        return data.decode("utf-8"), None
+        text = data.decode("utf-8")
+        return (text[1:] if text.startswith("\ufeff") else text), None
     except UnicodeDecodeError as error:
         return data.decode("utf-8", errors="replace"), error.start
+
+
+# The most characters of one source line an excerpt shows: a minified or
+# generated file can hold megabytes on one line, and a diagnostic repeats it.
+EXCERPT_WIDTH = 120
+ELLIPSIS = "..."
+
+
+def excerpt_window(text: str, start: int, end: int, width: int = EXCERPT_WIDTH) -> tuple[str, int, int]:
+    """The part of line `text` to show for columns start..end (0-based, end exclusive).
+
+    Returns the shown text, with an ellipsis where the line was cut, and where
+    the marked region starts and ends in it. A long region is cut too: its
+    start is what the caret must point at.
+    """
+    if len(text) <= width:
+        return text, start, end
+    # Keep about a third of the window before the marked start, as context.
+    left = max(0, min(start - width // 3, len(text) - width))
+    right = min(len(text), left + width)
+    shown = text[left:right]
+    offset = left
+    if left > 0:
+        shown = ELLIPSIS + shown
+        offset -= len(ELLIPSIS)
+    if right < len(text):
+        shown += ELLIPSIS
+    return shown, start - offset, min(end, right) - offset

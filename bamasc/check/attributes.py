@@ -13,7 +13,11 @@ LIMITS_HINT = 'the limits are listed in docs/language.md, "Limits"'
 def did_you_mean(name: str, options) -> str | None:
     import difflib
 
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    options = list(options)
+    # `OpenAI` for `openai`: a difference in case alone is the likeliest slip, and
+    # difflib, which compares characters exactly, misses short names like it.
+    same_letters = [option for option in options if option.lower() == name.lower()]
+    close = same_letters or difflib.get_close_matches(name, options, n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from bamasc.check.attributes import Attributes, out_of_range, shown
+from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.program import PAID_PROVIDERS, PROVIDERS, Model
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.limits import MAX_PRICE, MAX_QUALITY, MAX_TIER
@@ -19,7 +20,7 @@ USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]*)@")
 
 MODEL_ATTRIBUTES = (
     "provider", "name", "price", "tier", "base_url", "api_key",
-    "max_output", "context", "tokenizer", "quality",
+    "max_output", "context", "tokenizer", "quality", *DECODING_ATTRIBUTES,
 )
 
 
@@ -46,6 +47,7 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         default_quality=_default_quality(attrs, diagnostics),
         span=decl.name_span,
         spans=attrs.spans(),
+        decoding=read_decoding(attrs, diagnostics),
     )
 
 

@@ -23,6 +23,28 @@ DEFAULT_MIN_AGENTS = 1
 
 
 @record
+class DecodingSettings:
+    """Decoding a model or role declares; None is not declared (a role's value overrides its model's)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+
+    def over(self, base: DecodingSettings) -> DecodingSettings:
+        """These settings, with `base` filling what they leave undeclared."""
+        return DecodingSettings(
+            *(mine if mine is not None else theirs for mine, theirs in zip(
+                (self.temperature, self.top_p, self.seed, self.stop),
+                (base.temperature, base.top_p, base.seed, base.stop),
+            ))
+        )
+
+
+NO_DECODING = DecodingSettings()
+
+
+@record
 class Model:
     name: str
     provider: str
@@ -39,6 +61,7 @@ class Model:
     default_quality: float
     span: Span
     spans: dict[str, Span] = NO_SPANS
+    decoding: DecodingSettings = NO_DECODING
 
     def quality_for(self, role: str) -> float:
         return self.quality.get(role, self.default_quality)
@@ -53,6 +76,7 @@ class Role:
     reads: str
     span: Span
     spans: dict[str, Span] = NO_SPANS
+    decoding: DecodingSettings = NO_DECODING
 
 
 @record

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from bamasc.check.attributes import did_you_mean
-from bamasc.diagnostics import Diagnostic, error
+from bamasc.diagnostics import Diagnostic, error, warning
+from bamasc.records import record
 from bamasc.source import Span
 from bamasc.syntax import ast
 
@@ -19,15 +20,110 @@ BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "ste
 def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
     passed = _flow_inputs(modules)
     diagnostics = []
+    shown: dict[str, dict[str, bool]] = {}  # role -> placeholder name -> required
     for module in modules.values():
         for decl in module.declarations:
-            if not isinstance(decl, ast.RoleDecl):
+            if not isinstance(decl, ast.RoleDecl) or decl.name in shown:
                 continue
             known = set(BUILTIN_PLACEHOLDERS) | passed.get(decl.name, set())
+            names = shown[decl.name] = {}
             for attr in decl.attrs:
                 if isinstance(attr, ast.Attr) and attr.name in ("prompt", "system") and isinstance(attr.value, ast.String):
                     diagnostics.extend(_check_string(decl.name, attr.value, known))
+                    for name, optional in placeholders(attr.value.raw):
+                        if NAME.fullmatch(name) and name in known:
+                            names[name] = names.get(name, False) or not optional
+            if not any(isinstance(a, ast.Attr) and a.name == "prompt" and isinstance(a.value, ast.String) for a in decl.attrs):
+                del shown[decl.name]  # a role without a prompt string is BAM107 or BAM108; its calls are not judged
+    diagnostics.extend(_check_calls(modules, shown))
     return diagnostics
+
+
+def _check_calls(modules, shown: dict[str, dict[str, bool]]) -> list[Diagnostic]:
+    """Each call must fill every required placeholder of its role; an argument no role shows is a warning."""
+    diagnostics = []
+    for role_of, statement in _flow_statements(modules):
+        sites = call_sites(statement.expr)
+        reached = set()
+        for site in sites:
+            role = role_of.get(site.slot)
+            if role not in shown:
+                continue  # an unknown slot or role is reported elsewhere
+            reached.update(shown[role])
+            diagnostics.extend(_unfilled(site, role, shown[role]))
+        call = sites[0].call if sites else None
+        # Only when every role the call reaches has a prompt to look in.
+        judged = all(role_of.get(site.slot) in shown for site in sites)
+        for arg in call.args if call and judged else ():
+            if arg.name not in reached:
+                diagnostics.append(
+                    warning(
+                        "BAM213",
+                        f"'{arg.name}' is passed to '{call.slot}' but no prompt it reaches shows '{{{{{arg.name}}}}}'",
+                        arg.span,
+                        hint=f"add `{{{{{arg.name}}}}}` to the prompt, or drop the argument: "
+                        "the bound charges its tokens although they are never sent",
+                    )
+                )
+    return diagnostics
+
+
+@record
+class CallSite:
+    """One slot a flow statement calls, and the placeholder names its calls fill.
+
+    `always` is what every call of the slot there receives; `sometimes` adds
+    what only later calls receive (the `previous` of a chain's second call on).
+    """
+
+    slot: str
+    call: ast.SlotCall
+    span: Span
+    always: frozenset[str]
+    sometimes: frozenset[str]
+
+
+def call_sites(expr) -> list[CallSite]:
+    """The calls of one flow expression, with what the interpreter passes each (runtime/interpreter.py)."""
+    call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
+    if call is None:
+        return []
+    args = frozenset(arg.name for arg in call.args)
+
+    def site(slot, span, always=(), sometimes=()):
+        return CallSite(slot, call, span, args | set(always), args | set(always) | set(sometimes))
+
+    if isinstance(expr, ast.Chain):
+        return [site(call.slot, call.span, sometimes=("previous",))]
+    if isinstance(expr, ast.Refine):
+        return [
+            site(call.slot, call.span, sometimes=("solution", "feedback")),
+            site(expr.critic.name, expr.critic.span, always=("solution",)),
+        ]
+    if isinstance(expr, ast.Plan):
+        sites = [
+            site(call.slot, call.span, sometimes=("feedback",)),
+            site(expr.executor.name, expr.executor.span, always=("plan", "step"), sometimes=("previous",)),
+        ]
+        if expr.critic is not None:
+            sites.append(site(expr.critic.name, expr.critic.span, always=("solution",)))
+        return sites
+    return [site(call.slot, call.span)]
+
+
+def _unfilled(site: CallSite, role: str, names: dict[str, bool]) -> list[Diagnostic]:
+    found = []
+    for name, required in names.items():
+        if not required or name in site.always:
+            continue
+        if name in site.sometimes:
+            message = f"'{{{{{name}}}}}' in role '{role}' is required, but the first call of '{site.slot}' here has no {name}"
+            hint = f"write `{{{{{name}?}}}}`: an optional placeholder renders empty when there is no value"
+        else:
+            message = f"the call of '{site.slot}' does not fill '{{{{{name}}}}}', which role '{role}' requires"
+            hint = f"pass it, as in `{site.call.slot}({', '.join([a.name for a in site.call.args] + [name])})`, or write `{{{{{name}?}}}}` to make it optional"
+        found.append(error("BAM212", message, site.span, hint=hint))
+    return found
 
 
 def placeholders(text: str) -> list[tuple[str, bool]]:
@@ -42,24 +138,22 @@ def _flow_inputs(modules) -> dict[str, set[str]]:
     of a `refine`, the executor and critic of a `plan`.
     """
     by_role: dict[str, set[str]] = {}
+    for role_of, statement in _flow_statements(modules):
+        for site in call_sites(statement.expr):
+            if site.slot in role_of:
+                by_role.setdefault(role_of[site.slot], set()).update(arg.name for arg in site.call.args)
+    return by_role
+
+
+def _flow_statements(modules):
+    """(slot name -> role name, statement) for every flow statement of every topology."""
     for module in modules.values():
         for decl in module.declarations:
-            if not isinstance(decl, ast.TopologyDecl):
-                continue
-            role_of = {slot.name: slot.role for slot in decl.slots}
-            for flow in decl.flows:
-                for statement in flow.statements:
-                    expr = statement.expr
-                    call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
-                    if call is None:
-                        continue
-                    slots = [call.slot] + [
-                        ident.name for ident in (getattr(expr, "critic", None), getattr(expr, "executor", None)) if ident
-                    ]
-                    for slot in slots:
-                        if slot in role_of:
-                            by_role.setdefault(role_of[slot], set()).update(arg.name for arg in call.args)
-    return by_role
+            if isinstance(decl, ast.TopologyDecl):
+                role_of = {slot.name: slot.role for slot in decl.slots}
+                for flow in decl.flows:
+                    for statement in flow.statements:
+                        yield role_of, statement
 
 
 def _check_string(role: str, string: ast.String, known: set[str]) -> list[Diagnostic]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from bamasc.check.attributes import Attributes
+from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.program import READS, Role
 from bamasc.diagnostics import Diagnostic
 from bamasc.syntax import ast
 
-ROLE_ATTRIBUTES = ("prompt", "system", "max_output", "reads")
+ROLE_ATTRIBUTES = ("prompt", "system", "max_output", "reads", *DECODING_ATTRIBUTES)
 
 
 def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
@@ -20,4 +21,5 @@ def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
         reads=attrs.choice("reads", READS, "text"),
         span=decl.name_span,
         spans=attrs.spans(),
+        decoding=read_decoding(attrs, diagnostics),
     )

@@ -20,7 +20,7 @@ from bamasc.ir.unroll import call_id
 from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
 from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.providers.base import Message, ProviderError
+from bamasc.runtime.providers.base import Decoding, Message, ProviderError
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound
 from bamasc.syntax import ast
@@ -50,6 +50,17 @@ class TaskResult:
     status: str  # ok | exhausted | failed | error | overbilled
     error: str | None
     calls: int
+
+
+def decoding_for(role, model) -> Decoding:
+    """What a call of `role` on `model` sends: the role's settings over the model's, temperature 0 by default."""
+    settings = role.decoding.over(model.decoding)
+    return Decoding(
+        temperature=0.0 if settings.temperature is None else settings.temperature,
+        top_p=settings.top_p,
+        seed=settings.seed,
+        stop=settings.stop or (),
+    )
 
 
 class BudgetExhausted(Exception):
@@ -152,8 +163,24 @@ class TaskRun:
     def count(self, slot: str) -> int:
         return self.counts.get(slot, 0)
 
-    def render(self, template: str, inputs: dict[str, str]) -> str:
-        return _PLACEHOLDER.sub(lambda m: inputs.get(m.group(1), ""), template)
+    def render(self, template: str, inputs: dict[str, str], where: str = "") -> str:
+        """`template` with its placeholders filled; only `{{name?}}` may render empty.
+
+        Lint proves every call fills its role's required placeholders (BAM212),
+        so a missing one means the plan and the interpreter disagree: sending
+        the prompt with a hole in it would spend money on the wrong question.
+        """
+
+        def fill(match: re.Match) -> str:
+            name, optional = match.group(1), match.group(2)
+            value = inputs.get(name)
+            if value is not None:
+                return value
+            if optional:
+                return ""
+            raise TaskError(f"{where}required placeholder '{{{{{name}}}}}' has no value in this call; run `bamasc lint`")
+
+        return _PLACEHOLDER.sub(fill, template)
 
     def inputs(self, call: ast.SlotCall) -> dict[str, str]:
         return {arg.name: self.text_of(self.values.get(arg.name, None) if arg.name != "task" else self.task) for arg in call.args}
@@ -176,9 +203,10 @@ class TaskRun:
         model = self.model_of[(slot, instance)]
         provider = self.providers[model.name]
         messages = []
+        where = f"{node_id} (role '{role.name}'): "
         if role.system:
-            messages.append(Message("system", self.render(role.system, inputs)))
-        messages.append(Message("user", self.render(role.prompt, inputs)))
+            messages.append(Message("system", self.render(role.system, inputs, where)))
+        messages.append(Message("user", self.render(role.prompt, inputs, where)))
         exact = provider.count_prompt_tokens(messages)
         prompt_tokens = exact if exact is not None else safe_prompt_bound(messages)
         cap = output_cap(role, model)
@@ -192,7 +220,9 @@ class TaskRun:
             held = self._reserved(node, model, attempt, reservation)
             started = time.perf_counter()
             try:
-                completion = await provider.complete(messages, reservation.max_tokens, timeout=self.retry.timeout)
+                completion = await provider.complete(
+                    messages, reservation.max_tokens, timeout=self.retry.timeout, decoding=decoding_for(role, model)
+                )
             except ProviderError as problem:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
                 self._failed(node, model, attempt, reservation, held, started, charged, f"{problem.kind}: {problem.message}")

@@ -63,6 +63,9 @@ def _diagnose(source: SourceFile, failure: ParseFailure) -> Diagnostic:
         token = _token_elsewhere(source, failure.offset)
         if token is None:
             return _bad_character(source, failure)
+    stray = _stray_word(failure.stack, token)
+    if stray is not None:
+        return _stray_word_error(source, *stray)
     span = _token_span(source, token)
     if token.type == END and opener is not None:
         return _unclosed(source, opener, failure.stack, span)
@@ -74,6 +77,39 @@ def _diagnose(source: SourceFile, failure: ParseFailure) -> Diagnostic:
         f"unexpected {_describe_token(token, _inside_key(source, span))}{_context(opener, failure.stack)}",
         span,
         hint=f"expected {_expected_text(failure.expected)}",
+    )
+
+
+def _stray_word(stack: list, token: Token | None) -> tuple[Token, Node] | None:
+    """A name left after a complete `name = value` on the same line (`max_output = 384 tokens`).
+
+    The parser takes such a word for the start of the next attribute and
+    fails only at the token after it, often on a later line; the word itself
+    is the mistake.
+    """
+    if len(stack) < 2 or (token is not None and token.value in ("=", "{")):
+        return None
+    before, word = stack[-2:]
+    if not (isinstance(word, Token) and word.type == "NAME" and isinstance(before, Node)):
+        return None
+    # Attributes before the word are gathered into one node of the `_attr*` repetition.
+    assign = before.children[-1] if before.data.startswith("__") and before.children else before
+    if not isinstance(assign, Node) or assign.data != "assign" or not assign.meta or assign.meta[2] != word.line:
+        return None
+    return word, assign
+
+
+def _stray_word_error(source: SourceFile, word: Token, assign: Node) -> Diagnostic:
+    name = assign.children[0].value
+    value = assign.children[1]
+    hint = "an attribute holds one value; put each attribute as `name = value`"
+    if isinstance(value, Node) and value.data == "number":
+        hint = "write the number alone; units are µ$ and $/Mtok, and token counts take none"
+    return error(
+        "BAM001",
+        f"unexpected name '{word.value}' after the value of '{name}'",
+        _token_span(source, word),
+        hint=hint,
     )
 
 

@@ -108,7 +108,8 @@ def test_kill_9_and_resume_never_charges_a_task_past_its_budget(openai_server, t
         code = run_exec(command + (["--resume"] if trace.exists() else []), env, trace, kill_after)
         killed += code is None
     assert killed >= 3  # the run was really cut short, more than once
-    assert run_exec(command + ["--resume"], env, trace, None) == 0
+    # A task resumed with too little left ends exhausted or failed (exit 1); every other ends ok.
+    assert run_exec(command + ["--resume"], env, trace, None) in (0, 1)
 
     records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines() if line.strip()]
     finals: dict[str, dict] = {}
@@ -129,5 +130,6 @@ def test_kill_9_and_resume_never_charges_a_task_past_its_budget(openai_server, t
         assert charges <= budget + 1e-6, (task_id, charges, budget)
         assert final["cost"] == pytest.approx(charges, abs=1e-3)  # the task line tells the whole spend
         assert not final["overran"]
+        assert final["status"] == "ok" or (final["earlier_runs"] > 0 and final["status"] in ("exhausted", "failed"))
         interrupted += final["earlier_runs"] > 0
     assert interrupted >= 1  # some task really was resumed part-way
