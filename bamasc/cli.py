@@ -101,6 +101,8 @@ def _add_lint(commands) -> None:
     lint.add_argument("files", nargs="+", metavar="FILE")
     lint.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     lint.add_argument("--strict", action="store_true", help="treat warnings as errors (exit 1)")
+    lint.add_argument("--with-importers", action="store_true",
+                      help="also lint every .bam file under the current directory that imports a FILE (pre-commit)")
     lint.add_argument(
         "--max-diagnostics", type=int, default=200, metavar="N", help="text format: show at most N (default 200)"
     )
@@ -225,25 +227,21 @@ def run_lint(args) -> int:
     from bamasc.lint import lint_paths
 
     report = Report()
-    present = []
-    for path in args.files:
-        if os.path.isdir(path):
-            report.usage(f"{path} is a directory; pass .bam files (e.g. {path.rstrip('/')}/*.bam)")
-        elif not os.path.exists(path):
-            report.usage(f"no such file: {path}")
-        else:
-            present.append(path)
-    if report.usage_problems:
-        return report.exit_code
-    result = lint_paths(present)
+    # A missing, unreadable or non-UTF-8 file is a BAM006/BAM005 diagnostic, not a usage
+    # error: CI then still gets valid SARIF (or JSON, or an annotation) that names it.
+    files = list(args.files)
+    if args.with_importers:
+        from bamasc.lint import importers
+
+        files += [path for path in importers(files) if path not in files]
+    result = lint_paths(files)
     report.add(result.diagnostics)
     if args.strict and report.warnings:
         report.errors += report.warnings
     if args.format == "json":
         print(render.render_json(result.diagnostics, result.files))
     elif args.format == "sarif":
-        uris = {path: os.path.relpath(path).replace(os.sep, "/") for path in result.sources.files}
-        print(render.render_sarif(result.diagnostics, uris))
+        print(render.render_sarif(result.diagnostics, root=os.getcwd()))
     elif args.format == "github":
         text = render.render_github(result.diagnostics)
         if text:
@@ -251,7 +249,7 @@ def run_lint(args) -> int:
     else:
         if result.diagnostics:
             print(render.render_text(result.diagnostics, result.sources, limit=args.max_diagnostics))
-        print(report.summary(len(present)), file=sys.stderr)
+        print(report.summary(len(result.files)), file=sys.stderr)
     return report.exit_code
 
 
@@ -286,6 +284,8 @@ def run_compile(args) -> int:
         return report.exit_code
     if args.task is not None and args.sweep:
         report.usage("--task and --sweep do not go together")
+        return report.exit_code
+    if args.plot and not writable(report, args.plot, "the plot"):
         return report.exit_code
     if args.sweep:
         return _run_sweep(args, report)
@@ -357,11 +357,34 @@ def _run_sweep(args, report: Report) -> int:
         rows.append((budget, result.bindings))
         report.errors = 0  # an unreachable budget is a row of the sweep, not a failure
     data = sweep(rows)
-    print(sweep_table(data))
+    if args.format == "json":
+        import json
+
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print(sweep_table(data))
     if args.plot:
         plot_sweep(data, args.plot)
-        print(f"plot written to {args.plot}")
+        # With --format json the data owns standard output.
+        print(f"plot written to {args.plot}", file=sys.stderr if args.format == "json" else sys.stdout)
     return report.exit_code
+
+
+def writable(report: Report, path: str, what: str) -> bool:
+    """Whether `what` can be written to `path`, checked before the work that produces it,
+    so a typo in -o costs a usage error now, not a traceback after a long run."""
+    if os.path.isdir(path):
+        report.usage(f"cannot write {what} to {path}: it is a directory")
+        return False
+    existed = os.path.lexists(path)
+    try:
+        open(path, "a", encoding="utf-8").close()  # "a": an existing file keeps its contents until the real write
+        if not existed:
+            os.remove(path)
+    except OSError as problem:
+        report.usage(f"cannot write {what} to {path}: {problem.strerror or problem}")
+        return False
+    return True
 
 
 def _load_plan_or_report(report: Report, path: str):
@@ -412,6 +435,8 @@ def run_graph(args) -> int:
     from bamasc.plan import render
 
     report = Report()
+    if args.output and not writable(report, args.output, "the graph"):
+        return report.exit_code
     loaded = _load_plan_or_report(report, args.plan)
     if loaded is None:
         return report.exit_code
@@ -432,8 +457,11 @@ def run_graph(args) -> int:
         return report.exit_code
     text = render.mermaid(template) if args.format == "mermaid" else render.dot(template)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as problem:  # the disk filled up, or the folder went away, since the check
+            report.usage(f"cannot write the graph to {args.output}: {problem.strerror or problem}")
     else:
         print(text, end="")
     return report.exit_code

@@ -5,11 +5,11 @@ from __future__ import annotations
 from bamasc import __version__
 from bamasc.records import record
 from bamasc.secrets import mask_keys, mask_span
-from bamasc.source import SourceFile, Span
+from bamasc.source import SourceFile, Span, excerpt_window
 
 TYPE_CHECKING = False  # without importing typing, which lint does not otherwise need
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
 ERROR = "error"
 WARNING = "warning"
@@ -46,6 +46,9 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM209": ("invalid-quality", "A quality weight is not a positive number."),
     "BAM210": ("out-of-range", "A number is above the largest value the language accepts for it."),
     "BAM211": ("invalid-env-name", "env(\"...\") names no environment variable: a key, or text that is not a variable name."),
+    "BAM212": ("unfilled-placeholder", "A call cannot fill a required {{placeholder}} of its role's prompt."),
+    "BAM213": ("unused-argument", "A call passes an argument that no prompt it reaches shows."),
+    "BAM214": ("invalid-decoding", "A decoding setting (temperature, top_p, seed, stop) is out of range or of the wrong type."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),
@@ -176,11 +179,14 @@ def _excerpt(span: Span, sources: Sources, secrets: tuple[Span, ...] = ()) -> li
     if span.file not in sources.files:
         return []
     # An empty line still gets its caret: a missing '}' at the end of the file points there.
-    text = _masked_line(span, sources, secrets)
+    line = _masked_line(span, sources, secrets)
     gutter = str(span.line)
-    width = span.end_col - span.col if span.end_line == span.line else len(text) - span.col + 1
+    end = span.end_col - 1 if span.end_line == span.line else len(line)
+    # A long line is cut around the column, so a diagnostic stays a few lines long.
+    text, start, end = excerpt_window(line, span.col - 1, end)
+    width = end - start
     # Tabs keep their width in the caret line so the caret sits under the token.
-    prefix = "".join(ch if ch == "\t" else " " for ch in text[: span.col - 1])
+    prefix = "".join(ch if ch == "\t" else " " for ch in text[:start])
     return [
         f" {gutter} | {text}",
         f" {' ' * len(gutter)} | {prefix}{'^' * max(1, width)}",
@@ -230,11 +236,17 @@ def render_json(diagnostics: Iterable[Diagnostic], files: Iterable[str]) -> str:
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def render_sarif(diagnostics: Iterable[Diagnostic], uri_of: Mapping[str, str] | None = None) -> str:
-    """SARIF 2.1.0 with what GitHub code scanning reads: rules, levels, physical locations."""
-    import json
+def render_sarif(diagnostics: Iterable[Diagnostic], root: str | None = None) -> str:
+    """SARIF 2.1.0 with what GitHub code scanning reads: rules, levels, physical locations.
 
-    uri_of = uri_of or {}
+    Files under `root` (the repository; default the current directory) get URIs
+    relative to the `%SRCROOT%` base, which the log states as a file URI; files
+    outside it (an import from elsewhere) get absolute file URIs, never `../`.
+    """
+    import json
+    import os
+
+    root = os.path.abspath(root or os.getcwd())
     codes = sorted(CODES)
     rules = [
         {
@@ -247,17 +259,18 @@ def render_sarif(diagnostics: Iterable[Diagnostic], uri_of: Mapping[str, str] | 
     ]
     results = []
     for d in diagnostics:
+        text = _sentence(d.message) + (f" Help: {_sentence(d.hint)}" if d.hint else "")
         result = {
             "ruleId": d.code,
             "ruleIndex": codes.index(d.code),
             "level": "error" if d.severity == ERROR else "warning",
-            "message": {"text": mask_keys(d.message + ("" if not d.hint else f" Help: {d.hint}"))},
+            "message": {"text": mask_keys(text)},
         }
         if d.span:
-            result["locations"] = [_sarif_location(d.span, uri_of)]
+            result["locations"] = [_sarif_location(d.span, root)]
         if any(n.span for n in d.notes):
             result["relatedLocations"] = [
-                {**_sarif_location(n.span, uri_of), "id": i, "message": {"text": mask_keys(n.message)}}
+                {**_sarif_location(n.span, root), "id": i, "message": {"text": mask_keys(_sentence(n.message))}}
                 for i, n in enumerate(d.notes)
                 if n.span
             ]
@@ -275,6 +288,11 @@ def render_sarif(diagnostics: Iterable[Diagnostic], uri_of: Mapping[str, str] | 
                         "rules": rules,
                     }
                 },
+                # A base URI must end in '/' (SARIF 3.14.14), also when the root is '/'.
+                "originalUriBaseIds": {SARIF_ROOT: {"uri": _file_uri(root).rstrip("/") + "/"}},
+                # Spans count characters (code points), not UTF-16 units: say so, or viewers
+                # place columns wrongly after an astral character.
+                "columnKind": "unicodeCodePoints",
                 "results": results,
             }
         ],
@@ -282,10 +300,41 @@ def render_sarif(diagnostics: Iterable[Diagnostic], uri_of: Mapping[str, str] | 
     return json.dumps(log, indent=2)
 
 
-def _sarif_location(span: Span, uri_of: Mapping[str, str]) -> dict:
+SARIF_ROOT = "%SRCROOT%"
+
+
+def _sentence(text: str) -> str:
+    """Text that ends as a sentence, so a following "Help:" does not run into it."""
+    text = text.rstrip()
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
+def _file_uri(path: str) -> str:
+    """An absolute path as a file URI, percent-encoded (spaces, '%', '#', non-ASCII)."""
+    from pathlib import Path
+
+    return Path(path).as_uri()
+
+
+def _artifact_location(file: str, root: str) -> dict:
+    import os
+    from urllib.parse import quote
+
+    path = os.path.abspath(file)
+    try:
+        relative = os.path.relpath(path, root)
+    except ValueError:  # another drive than the root's (Windows)
+        relative = os.pardir
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return {"uri": _file_uri(path)}
+    # quote() also encodes ':', so a file named `a:b.bam` does not read as a URI scheme.
+    return {"uri": quote(relative.replace(os.sep, "/"), safe="/"), "uriBaseId": SARIF_ROOT}
+
+
+def _sarif_location(span: Span, root: str) -> dict:
     return {
         "physicalLocation": {
-            "artifactLocation": {"uri": uri_of.get(span.file, span.file)},
+            "artifactLocation": _artifact_location(span.file, root),
             "region": {
                 "startLine": span.line,
                 "startColumn": span.col,

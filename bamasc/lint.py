@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from bamasc.check import check
 from bamasc.diagnostics import Diagnostic, Sources
 from bamasc.loader import load
+from bamasc.records import replace
 
 
 class LintResult:
@@ -22,7 +25,7 @@ def lint_paths(paths: list[str]) -> LintResult:
     seen: set[tuple] = set()
     for path in paths:
         loaded = load(path)
-        diagnostics = list(loaded.diagnostics)
+        diagnostics = [_with_directory_hint(d, path) for d in loaded.diagnostics]
         if loaded.modules:
             _, found = check(loaded)
             diagnostics.extend(found)
@@ -34,3 +37,30 @@ def lint_paths(paths: list[str]) -> LintResult:
                 seen.add(key)
                 result.diagnostics.append(diagnostic)
     return result
+
+
+def _with_directory_hint(diagnostic: Diagnostic, path: str) -> Diagnostic:
+    """A directory given on the command line: say how to pass its files instead."""
+    if diagnostic.code != "BAM006" or diagnostic.hint or not os.path.isdir(path):
+        return diagnostic
+    if diagnostic.span is None or diagnostic.span.file != path:
+        return diagnostic
+    return replace(diagnostic, hint=f"pass its .bam files, e.g. {path.rstrip('/')}/*.bam")
+
+
+def importers(paths: list[str], root: str = ".") -> list[str]:
+    """Every .bam file under `root` that imports one of `paths`, directly or through other
+    files: a change to a shared pool can break them though they did not change."""
+    changed = {os.path.realpath(path) for path in paths}
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))  # .git, .venv, caches
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if not name.endswith(".bam") or os.path.realpath(path) in changed:
+                continue
+            # The loader follows imports transitively, so the closure is every file it read.
+            closure = {os.path.realpath(source) for source in load(path).sources}
+            if closure & changed:
+                found.append(os.path.relpath(path, root) if root != "." else os.path.normpath(path))
+    return found

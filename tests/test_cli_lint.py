@@ -59,18 +59,19 @@ def test_one_bad_file_among_clean_ones_exits_1(capsys):
     assert f"{2 + len(STDLIB)} files checked: 3 errors, 0 warnings" in err
 
 
-def test_missing_file_exits_2(capsys, tmp_path):
+def test_missing_file_is_bam006_and_exits_1(capsys, tmp_path):
     missing = str(tmp_path / "absent.bam")
     code, out, err = lint(capsys, CLEAN, missing)
-    assert code == EXIT_USAGE == 2
-    assert f"no such file: {missing}" in err
-    assert out == ""
+    assert code == EXIT_ERRORS == 1
+    assert f"{missing}:1:1: error[BAM006]: file '{missing}' not found" in out
+    assert "2 files checked: 1 error, 0 warnings" in err
 
 
-def test_directory_exits_2(capsys):
-    code, _, err = lint(capsys, FIXTURES)
-    assert code == 2
-    assert "is a directory" in err
+def test_directory_is_bam006_with_a_hint(capsys):
+    code, out, _ = lint(capsys, FIXTURES)
+    assert code == 1
+    assert "error[BAM006]" in out and "is a directory" in out
+    assert f"help: pass its .bam files, e.g. {FIXTURES}/*.bam" in out
 
 
 @pytest.mark.parametrize(

@@ -49,20 +49,14 @@ def bench(
     code_concurrency: int = 2,
     code_limits=None,
     progress=None,
+    save=None,
 ) -> dict:
     """Run `system` at every budget and each baseline at its own budget on every item of `dataset`;
-    MBPP programs run `code_concurrency` at a time under `code_limits` (a sandbox.Limits)."""
+    MBPP programs run `code_concurrency` at a time under `code_limits` (a sandbox.Limits).
+    After each run, `progress(run)` hears of it and `save(data)` gets the results so far."""
     options = options or ExecOptions()
-    runs = []
-    for budget in budgets:
-        runs.append(_run(path, dataset, system, budget, options, False, code_concurrency, code_limits))
-        if progress is not None:
-            progress(runs[-1])
-    for name in baselines:
-        runs.append(_run(path, dataset, name, None, options, True, code_concurrency, code_limits))
-        if progress is not None:
-            progress(runs[-1])
-    return {
+    runs: list[dict] = []
+    data = {
         "file": os.path.basename(path),
         "system": system,
         "dataset": os.path.basename(dataset.path.rstrip("/")),
@@ -70,6 +64,26 @@ def bench(
         "tasks": len(dataset.items),
         "runs": runs,
     }
+    plan = [(budget, system, False) for budget in budgets] + [(None, name, True) for name in baselines]
+    for budget, name, baseline in plan:
+        runs.append(_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits))
+        if progress is not None:
+            progress(runs[-1])
+        if save is not None:
+            save(data)
+    return data
+
+
+def write_results(data: dict, path: str) -> None:
+    """Write bench results as JSON through a temporary file, so an interruption leaves
+    the last complete results at `path`, never a half-written file."""
+    import json
+
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+    os.replace(temporary, path)
 
 
 def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, code_concurrency, code_limits) -> dict:

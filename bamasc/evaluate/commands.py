@@ -92,7 +92,7 @@ def _load_dataset(report, path: str, kind: str, split, skip_bad: bool):
 
 
 def run_bench(args) -> int:
-    from bamasc.cli import Report, _compile
+    from bamasc.cli import Report, _compile, writable
 
     report = Report()
     for path in (args.file, args.cassette):
@@ -100,10 +100,15 @@ def run_bench(args) -> int:
             report.usage(f"no such file: {path}")
     if report.usage_problems:
         return report.exit_code
+    # Before any task runs: a benchmark is minutes of calls, and its results must have somewhere to go.
+    if args.output and not writable(report, args.output, "the results"):
+        return report.exit_code
+    if args.plot and not writable(report, args.plot, "the plot"):
+        return report.exit_code
     result = _compile(report, args.file, args.system, None, "lexicographic")
     if result is None or result.plan is None:
         return report.exit_code
-    from bamasc.evaluate.bench import BenchError, bench, bench_table, check_baseline
+    from bamasc.evaluate.bench import BenchError, bench, bench_table, check_baseline, write_results
     from bamasc.evaluate.sandbox import Limits
     from bamasc.evaluate.scorers import answer_kind_dataset
     from bamasc.runtime.execute import ExecOptions
@@ -139,19 +144,26 @@ def run_bench(args) -> int:
         done = f"{run['correct']}/{run['tasks']} correct" if run["feasible"] else "infeasible"
         print(f"ran {where}: {done}", file=sys.stderr)
 
+    def save(data: dict) -> None:
+        try:
+            write_results(data, args.output)
+        except OSError as problem:  # writable at the start, and no longer (a full disk)
+            raise BenchError(f"cannot write the results to {args.output}: {problem.strerror or problem}") from None
+
     try:
         limits = Limits(wall_time=args.code_timeout)
-        data = bench(args.file, dataset, system, budgets, tuple(args.baseline), options, workers, limits, progress)
+        # Saved after every budget and baseline: an interruption keeps the runs already done.
+        data = bench(args.file, dataset, system, budgets, tuple(args.baseline), options, workers, limits, progress,
+                     save if args.output else None)
     except (ProviderError, ValueError) as problem:
         print(f"bamasc: error: {problem}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        kept = f"; the runs finished so far are in {args.output}" if args.output else ""
+        print(f"\ninterrupted{kept}", file=sys.stderr)
+        return 1
     print(bench_table(data))
     if args.output:
-        import json
-
-        with open(args.output, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False)
-            handle.write("\n")
         print(f"results written to {args.output}")
     if args.plot:
         from bamasc.evaluate.plots import plot_bench
@@ -164,11 +176,13 @@ def run_bench(args) -> int:
 
 
 def run_score(args) -> int:
-    from bamasc.cli import Report, _read_rows
+    from bamasc.cli import Report, _read_rows, writable
 
     report = Report()
     if not os.path.isfile(args.predictions):
         report.usage(f"no such file: {args.predictions}")
+        return report.exit_code
+    if args.output and not writable(report, args.output, "the verdicts"):
         return report.exit_code
     dataset = _load_dataset(report, args.dataset, args.kind, args.split, args.skip_bad_rows)
     if dataset is None:

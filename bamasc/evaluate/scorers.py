@@ -15,7 +15,6 @@ so sympy never evaluates arbitrary text.
 
 from __future__ import annotations
 
-import math
 import re
 
 from bamasc.records import record
@@ -37,19 +36,34 @@ class Verdict:
 # ---------------------------------------------------------------- numbers (GSM8K)
 
 
-def number_equal(prediction: str | None, reference: str, rel_tol: float = 1e-6) -> tuple[bool, str | None]:
+def number_equal(prediction: str | None, reference: str) -> tuple[bool, str | None]:
     """GSM8K: the prediction's `#### n`, else its last `\\boxed{n}`, else its last number, against
-    the reference number; commas, currency and units are dropped, and floats compare within rel_tol."""
+    the reference number; commas, currency and units are dropped, and the two compare exactly."""
     if prediction is None:
         return False, None
     found = extract_number(prediction)
     expected = extract_number(reference)
     if found is None or expected is None:
         return False, found
+    value, wanted = exact_number(found), exact_number(expected)
+    return value is not None and value == wanted, found
+
+
+def exact_number(text: str):
+    """The decimal value a number's text writes, exactly (a Decimal), or None when it writes none.
+
+    Floats would round: 1450001 would come within a relative 1e-6 of 1450000, and
+    0.1 + 0.2 would miss 0.3. GSM8K references are whole numbers or short decimals,
+    so an exact decimal comparison is the benchmark's own rule: 15000.00 equals
+    15000 and 1.5e3 equals 1500, but 15000.0000001 does not equal 15000.
+    """
+    from decimal import Decimal, InvalidOperation
+
     try:
-        return math.isclose(float(found), float(expected), rel_tol=rel_tol, abs_tol=1e-9), found
-    except ValueError:
-        return False, found
+        value = Decimal(text)
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
 
 
 # ---------------------------------------------------------------- MATH

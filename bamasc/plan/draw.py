@@ -1,8 +1,81 @@
-"""Draws a template's call graph as a PNG with matplotlib and NetworkX."""
+"""Draws a template's call graph as a PNG: a layered left-to-right layout, drawn with matplotlib.
+
+Each call sits in the column of its topological generation (the longest chain
+of calls before it). Every edge runs from a box's right side to the next
+column's left side; an edge that skips columns passes each column it crosses
+through a free slot of its own, as a box would. No segment then enters the
+column of a box it does not end at, so no edge crosses a node.
+"""
 
 from __future__ import annotations
 
 from bamasc.plan.schema import TemplatePlan
+
+BOX_WIDTH = 2.0  # inches: a label of about 26 characters at 7 points
+BOX_HEIGHT = 0.75  # inches: three lines of label
+COLUMN_GAP = 1.0  # inches between columns, for the arrows
+ROW_GAP = 0.35  # inches between the slots of one column
+
+
+def layout(template: TemplatePlan) -> tuple[dict[str, tuple[float, float, float, float]], list[tuple[str, str, list, bool]]]:
+    """Boxes by node name as (x0, y0, x1, y1), and edges as (source, target, polyline points, conditional)."""
+    predecessors: dict[str, list[tuple[str, bool]]] = {"task": []}
+    for node in template.nodes:
+        conditional = node.condition is not None
+        sources = (["task"] if node.reads_task else []) + list(node.inputs)
+        predecessors[node.id] = [(source, conditional) for source in sources]
+    predecessors["answer"] = [(source, False) for source in template.answer_nodes]
+
+    layer: dict[str, int] = {}
+
+    def layer_of(name: str) -> int:
+        if name not in layer:
+            layer[name] = 1 + max((layer_of(source) for source, _ in predecessors[name]), default=-1)
+        return layer[name]
+
+    for name in predecessors:
+        layer_of(name)
+    # The answer closes the picture, in a column of its own after every call.
+    layer["answer"] = max((layer[name] for name in predecessors if name != "answer"), default=0) + 1
+
+    columns: dict[int, list[str]] = {}
+    for name in predecessors:
+        columns.setdefault(layer[name], []).append(name)
+    # Each edge that skips columns takes a slot in every column between its ends.
+    detours: list[tuple[str, str, bool, list[tuple[int, int]]]] = []
+    for target, sources in predecessors.items():
+        for source, conditional in sources:
+            slots = []
+            for column in range(layer[source] + 1, layer[target]):
+                columns.setdefault(column, []).append(f"{source}->{target}")
+                slots.append((column, len(columns[column]) - 1))
+            detours.append((source, target, conditional, slots))
+
+    tallest = max(len(names) for names in columns.values())
+
+    def centre(column: int, slot: int) -> tuple[float, float]:
+        count = len(columns[column])
+        # Columns are centred on one another; y grows upwards, slot 0 on top.
+        offset = (tallest - count) / 2
+        return column * (BOX_WIDTH + COLUMN_GAP) + BOX_WIDTH / 2, -(offset + slot) * (BOX_HEIGHT + ROW_GAP)
+
+    boxes = {}
+    for column, names in columns.items():
+        for slot, name in enumerate(names):
+            if name in predecessors:
+                x, y = centre(column, slot)
+                boxes[name] = (x - BOX_WIDTH / 2, y - BOX_HEIGHT / 2, x + BOX_WIDTH / 2, y + BOX_HEIGHT / 2)
+    edges = []
+    for source, target, conditional, slots in detours:
+        x0, y0, x1, y1 = boxes[source]
+        points = [(x1, (y0 + y1) / 2)]
+        for column, slot in slots:
+            x, y = centre(column, slot)
+            points += [(x - BOX_WIDTH / 2, y), (x + BOX_WIDTH / 2, y)]
+        x0, y0, x1, y1 = boxes[target]
+        points.append((x0, (y0 + y1) / 2))
+        edges.append((source, target, points, conditional))
+    return boxes, edges
 
 
 def draw_png(template: TemplatePlan, path: str) -> None:
@@ -10,51 +83,40 @@ def draw_png(template: TemplatePlan, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import networkx as nx
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+    from matplotlib.path import Path
 
-    graph = nx.DiGraph()
-    graph.add_node("task", label="task")
+    boxes, edges = layout(template)
+    labels = {"task": "task", "answer": "answer"}
     for node in template.nodes:
-        graph.add_node(node.id, label=f"{node.role}@{node.model}\n{node.id}\n<= {node.cost:.1f} µ$")
-        conditional = node.condition is not None
-        if node.reads_task:
-            graph.add_edge("task", node.id, conditional=conditional)
-        for source in node.inputs:
-            graph.add_edge(source, node.id, conditional=conditional)
-    graph.add_node("answer", label="answer")
-    for source in template.answer_nodes:
-        graph.add_edge(source, "answer", conditional=False)
-    for layer, names in enumerate(nx.topological_generations(graph)):
-        for name in names:
-            graph.nodes[name]["layer"] = layer
-    positions = nx.multipartite_layout(graph, subset_key="layer", align="horizontal", scale=2.0)
-    # Top to bottom in call order.
-    positions = {name: (x, -y) for name, (x, y) in positions.items()}
-    width = max(6, 2.2 * max((len(g) for g in nx.topological_generations(graph)), default=1))
-    height = max(4, 1.4 * (1 + max((d["layer"] for _, d in graph.nodes(data=True)), default=0)))
-    figure, axis = plt.subplots(figsize=(width, height), dpi=100)
-    solid = [(u, v) for u, v, d in graph.edges(data=True) if not d["conditional"]]
-    dashed = [(u, v) for u, v, d in graph.edges(data=True) if d["conditional"]]
-    # Invisible nodes give the axes their extent; the labels are the boxes.
-    nx.draw_networkx_nodes(graph, positions, node_size=2500, node_color="none", ax=axis)
-    nx.draw_networkx_edges(graph, positions, edgelist=solid, ax=axis, arrows=True, node_size=2500, connectionstyle="arc3,rad=0.15")
-    nx.draw_networkx_edges(
-        graph, positions, edgelist=dashed, ax=axis, arrows=True, style="dashed", node_size=2500, connectionstyle="arc3,rad=0.3"
-    )
-    nx.draw_networkx_labels(
-        graph,
-        positions,
-        labels={n: d["label"] for n, d in graph.nodes(data=True)},
-        font_size=8,
-        bbox={"boxstyle": "round", "facecolor": "#eef3fb", "edgecolor": "#4a6fa5"},
-        ax=axis,
-    )
-    xs = [x for x, _ in positions.values()]
-    ys = [y for _, y in positions.values()]
-    axis.set_xlim(min(xs) - 1.0, max(xs) + 1.0)
-    axis.set_ylim(min(ys) - 0.5, max(ys) + 0.5)
-    axis.set_title(f"{template.name}: worst case {template.worst_case_cost:.1f} µ$ (dashed: conditional calls)")
+        labels[node.id] = f"{node.role}@{node.model}\n{node.id}\n<= {node.cost:.1f} µ$"
+    left = min(box[0] for box in boxes.values())
+    right = max(box[2] for box in boxes.values())
+    bottom = min(box[1] for box in boxes.values())
+    top = max(box[3] for box in boxes.values())
+    margin = 0.3
+    width, height = right - left + 2 * margin, top - bottom + 2 * margin + 0.4  # room for the title
+    figure = plt.figure(figsize=(max(4.0, width), max(2.0, height)), dpi=100)
+    axis = figure.add_axes((0, 0, 1, 1))
+    axis.set_xlim(left - margin, left - margin + max(4.0, width))
+    axis.set_ylim(top + margin + 0.4 - max(2.0, height), top + margin + 0.4)
+    axis.set_aspect("equal")
     axis.axis("off")
-    figure.tight_layout()
+    for source, target, points, conditional in edges:
+        codes = [Path.MOVETO] + [Path.LINETO] * (len(points) - 1)
+        axis.add_patch(
+            FancyArrowPatch(
+                path=Path(points, codes), arrowstyle="-|>", mutation_scale=10,
+                linestyle="--" if conditional else "-", color="#333333", linewidth=1,
+            )
+        )
+    for name, (x0, y0, x1, y1) in boxes.items():
+        axis.add_patch(
+            FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.08",
+                           facecolor="#eef3fb", edgecolor="#4a6fa5")
+        )
+        axis.text((x0 + x1) / 2, (y0 + y1) / 2, labels.get(name, name), ha="center", va="center", fontsize=7)
+    axis.text(left, top + 0.25, f"{template.name}: worst case {template.worst_case_cost:.1f} µ$ (dashed: conditional calls)",
+              fontsize=8, va="bottom")
     figure.savefig(path)
     plt.close(figure)

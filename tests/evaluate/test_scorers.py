@@ -38,7 +38,7 @@ def test_gsm8k_reference_solutions_score_correct_and_perturbed_answers_wrong():
         ("The answer is \\boxed{15000}.", True),
         ("He saves 1,250 a month, 15000 dollars a year.", True),  # the last number
         ("#### 15000 dollars", True),
-        ("#### 15000.0000001", True),  # within the float tolerance
+        ("#### 15000.0000001", False),  # numbers compare exactly, as decimals
         ("#### 15001", False),
         ("#### 1500", False),
         ("no number at all", False),
