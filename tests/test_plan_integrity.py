@@ -396,3 +396,16 @@ def test_explain_and_graph_refuse_an_edited_plan(compiled, capsys):
     assert "systems.gsm8k.templates.star.binding[2].model" in capsys.readouterr().err
     assert main(["graph", path]) == 1
     assert "systems.gsm8k.templates.star.binding[2].model" in capsys.readouterr().err
+
+
+def test_the_recompile_command_names_the_source_as_a_user_would_type_it(tmp_path, monkeypatch):
+    from bamasc.plan.load import recompile_command
+    from bamasc.plan.read import Settings
+
+    (tmp_path / "plans").mkdir()
+    monkeypatch.chdir(tmp_path)
+    settings = Settings("../x.bam", (("../x.bam", "0" * 64),), "s", 1625.0, "lexicographic")
+    command = recompile_command(settings, str(tmp_path / "plans"), "plans/p.json")
+    assert command == "bamasc compile x.bam --system s --budget 1625.0 -o plans/p.json"
+    outside = Settings("/elsewhere/y.bam", (("/elsewhere/y.bam", "0" * 64),), None, None, "weights")
+    assert recompile_command(outside, str(tmp_path), "p.json") == "bamasc compile /elsewhere/y.bam --method weights -o p.json"

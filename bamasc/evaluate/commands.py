@@ -177,6 +177,7 @@ def run_bench(args) -> int:
 
 def run_score(args) -> int:
     from bamasc.cli import Report, _read_rows, writable
+    from bamasc.words import counted
 
     report = Report()
     if not os.path.isfile(args.predictions):
@@ -196,11 +197,11 @@ def run_score(args) -> int:
     known = {item.id for item in dataset.items}
     unknown = [key for key in predictions if key not in known]
     if unknown:
-        print(f"bamasc: warning: {len(unknown)} predictions name no item of the dataset (first: {unknown[0]!r})",
+        print(f"bamasc: warning: {counted(len(unknown), 'prediction')} with an id the dataset does not have (first: {unknown[0]!r})",
               file=sys.stderr)
     missing = sum(item.id not in predictions for item in dataset.items)
     if missing:
-        print(f"bamasc: warning: {missing} items have no prediction and score as wrong", file=sys.stderr)
+        print(f"bamasc: warning: no prediction for {counted(missing, 'item')}: scored as wrong", file=sys.stderr)
     pairs = [(item, predictions.get(item.id)) for item in dataset.items]
     isolation = "hooks" if args.unsafe_hooks else "namespaces"
     if args.unsafe_hooks:

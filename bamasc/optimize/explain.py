@@ -8,6 +8,7 @@ from bamasc.ir.bounds import call_bounds
 from bamasc.ir.unroll import unroll
 from bamasc.plan.render import _table, pick_template
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
+from bamasc.words import counted
 
 
 def _strength(model, role: str) -> tuple:
@@ -67,10 +68,6 @@ def _reason(finding: dict) -> str:
     return f"weaker {finding['alternative']} (tier {finding['tier']}): {change}; the objective prefers stronger seats"
 
 
-def _counted(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
-
-
 def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]:
     topology = program.topologies[template.name]
     declared = program.systems[system.name]
@@ -78,12 +75,12 @@ def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]
     for slot in topology.slots:
         count = template.counts.get(slot.name, 0)
         if count == slot.hi:
-            notes.append(f"slot {slot.name}: {_counted(count, 'instance')}, at its upper bound")
+            notes.append(f"slot {slot.name}: {counted(count, 'instance')}, at its upper bound")
         elif count == slot.lo:
-            notes.append(f"slot {slot.name}: {_counted(count, 'instance')}, at its lower bound")
+            notes.append(f"slot {slot.name}: {counted(count, 'instance')}, at its lower bound")
     seats = len(template.binding)
     if seats == declared.min_agents:
-        notes.append(f"min_agents: {_counted(seats, 'seat')}, exactly the minimum")
+        notes.append(f"min_agents: {counted(seats, 'seat')}, exactly the minimum")
     chosen = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
     for i, require in enumerate(topology.requires):
         row = linear_row(require)

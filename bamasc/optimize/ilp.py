@@ -189,7 +189,7 @@ def violations(problem: SeatProblem, seats: Sequence[Seat]) -> tuple[str, ...]:
             broken.append(f"min_count[{name}]")
     for i, row in enumerate(problem.require):
         if not _compare(_require_lhs(problem, row, seats), row.sense, row.rhs):
-            broken.append(f"require[{i}]")
+            broken.append(f"require #{i + 1}")
     if len(seats) < problem.min_agents:
         broken.append("min_agents")
     if math.fsum(problem.cost[s][k][m] for s, k, m in seats) > problem.budget:
@@ -329,7 +329,7 @@ def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
                     coefficient[j] = coefficient.get(j, 0.0) + coef
         lower = -inf if row.sense == "<=" else float(row.rhs)
         upper = inf if row.sense == ">=" else float(row.rhs)
-        rows.append(LinearRow(f"require[{i}]", tuple(coefficient), tuple(coefficient.values()), lower, upper))
+        rows.append(LinearRow(f"require #{i + 1}", tuple(coefficient), tuple(coefficient.values()), lower, upper))
     everything = tuple(range(len(seats)))
     if problem.min_agents > 0:
         rows.append(LinearRow("min_agents", everything, (1.0,) * len(seats), float(problem.min_agents), inf))
@@ -737,7 +737,7 @@ def cheapest_cost(problem: SeatProblem) -> float | None:
 class Relaxation:
     """What happens when one rule of the problem is dropped."""
 
-    row: str  # "budget", "min_count[slot]", "min_agents", "require[i]" or "excluded"
+    row: str  # "budget", "min_count[slot]", "min_agents", "require #n" (1-based, as explain says) or "excluded"
     cheapest_cost: float | None  # cheapest binding without this rule, budget ignored; None if none
     feasible: bool  # a binding within the budget exists without this rule
 
@@ -781,7 +781,7 @@ def explain(problem: SeatProblem) -> Explanation:
     if problem.min_agents > 0:
         relaxed.append(("min_agents", replace(problem, min_agents=0)))
     relaxed += [
-        (f"require[{i}]", replace(problem, require=problem.require[:i] + problem.require[i + 1 :]))
+        (f"require #{i + 1}", replace(problem, require=problem.require[:i] + problem.require[i + 1 :]))
         for i in range(len(problem.require))
     ]
     if problem.excluded:

@@ -81,7 +81,7 @@ def load_plan(path: str) -> tuple[Plan, object]:
 
 def recompile_command(settings: Settings, plan_dir: str, path: str) -> str:
     """The `bamasc compile` command that writes this plan again."""
-    words = ["bamasc", "compile", source_path(settings.root, plan_dir)]
+    words = ["bamasc", "compile", _shown_path(source_path(settings.root, plan_dir))]
     if settings.system is not None:
         words += ["--system", settings.system]
     if settings.budget is not None:
@@ -89,6 +89,12 @@ def recompile_command(settings: Settings, plan_dir: str, path: str) -> str:
     if settings.method != "lexicographic":
         words += ["--method", settings.method]
     return " ".join(words + ["-o", path])
+
+
+def _shown_path(path: str) -> str:
+    """`path` relative to the working directory when it lies below it, as a user would type it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
 
 
 def _recompile(settings: Settings, plan_dir: str, path: str):

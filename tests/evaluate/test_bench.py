@@ -210,7 +210,8 @@ def test_score_gsm8k_predictions(tmp_path, capsys):
                  "-o", str(verdicts)]) == 0
     captured = capsys.readouterr()
     assert captured.out.rstrip().splitlines()[-1] == "accuracy: 3/6"
-    assert "1 predictions name no item" in captured.err and "2 items have no prediction" in captured.err
+    assert "1 prediction with an id the dataset does not have" in captured.err
+    assert "no prediction for 2 items" in captured.err
     rows = [json.loads(line) for line in verdicts.read_text().splitlines()]
     assert [(r["id"], r["correct"]) for r in rows] == [
         ("1", True), ("2", True), ("3", False), ("4", True), ("5", False), ("6", False)

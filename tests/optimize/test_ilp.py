@@ -226,7 +226,7 @@ def test_structural_conflict_is_not_blamed_on_the_budget():
     explanation = explain(problem)
     assert not explanation.feasible
     assert explanation.cheapest_cost is None and explanation.shortfall is None
-    assert explanation.binding_rows == ("require[0]",)
+    assert explanation.binding_rows == ("require #1",)
     assert cheapest_cost(problem) is None
 
 
