@@ -37,12 +37,23 @@ system quick {
 
 
 def hook_entry() -> list[str]:
-    """The hook's command, as .pre-commit-hooks.yaml declares it (read without a YAML library)."""
+    """The hooks' command, as .pre-commit-hooks.yaml declares it (read without a YAML library).
+
+    Both hooks (one with its own environment, one with the installed bamasc)
+    must run the same command.
+    """
     with open(os.path.join(ROOT, ".pre-commit-hooks.yaml"), encoding="utf-8") as handle:
-        (line,) = [line for line in handle if line.strip().startswith("entry:")]
-    words = shlex.split(line.split(":", 1)[1])
+        entries = {line.split(":", 1)[1].strip() for line in handle if line.strip().startswith("entry:")}
+    (entry,) = entries
+    words = shlex.split(entry)
     assert words[:2] == ["bamasc", "lint"]
     return [sys.executable, "-m", "bamasc.cli", *words[1:]]
+
+
+def test_both_hooks_are_declared():
+    with open(os.path.join(ROOT, ".pre-commit-hooks.yaml"), encoding="utf-8") as handle:
+        ids = [line.split(":", 1)[1].strip() for line in handle if line.startswith("- id:")]
+    assert ids == ["bamasc-lint", "bamasc-lint-system"]
 
 
 def git(repo, *args: str) -> str:
