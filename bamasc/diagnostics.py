@@ -49,6 +49,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM212": ("unfilled-placeholder", "A call cannot fill a required {{placeholder}} of its role's prompt."),
     "BAM213": ("unused-argument", "A call passes an argument that no prompt it reaches shows."),
     "BAM214": ("invalid-decoding", "A decoding setting (temperature, top_p, seed, stop) is out of range or of the wrong type."),
+    "BAM215": ("unknown-tokenizer", "A model names a tokenizer bamasc does not have, or one its provider does not use."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),

@@ -7,7 +7,8 @@ import re
 from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.program import PAID_PROVIDERS, PROVIDERS, Model
-from bamasc.diagnostics import Diagnostic, error
+from bamasc.diagnostics import Diagnostic, error, warning
+from bamasc.encodings import ENCODINGS, OPENAI_FAMILIES, encoding_for
 from bamasc.limits import MAX_PRICE, MAX_QUALITY, MAX_TIER
 from bamasc.secrets import looks_like_key
 from bamasc.source import Span
@@ -42,13 +43,36 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         api_key_env=_api_key(attrs, diagnostics),
         max_output=attrs.token_count("max_output"),
         context=attrs.token_count("context"),
-        tokenizer=attrs.string("tokenizer"),
+        tokenizer=_tokenizer(attrs, provider, diagnostics),
         quality=_quality(attrs, diagnostics),
         default_quality=_default_quality(attrs, diagnostics),
         span=decl.name_span,
         spans=attrs.spans(),
         decoding=read_decoding(attrs, diagnostics),
     )
+
+
+def _tokenizer(attrs: Attributes, provider: str, diagnostics) -> str | None:
+    """`tokenizer`: an OpenAI encoding or model id, the only tokenizers bamasc ships offline."""
+    name = attrs.string("tokenizer")
+    if name is None:
+        return None
+    span = attrs.span_of("tokenizer")
+    if provider != "openai":
+        diagnostics.append(
+            warning("BAM215", f"tokenizer is used only by openai models; this {provider} model ignores it", span,
+                    hint="remove it: anthropic prompts are bounded safely, llamacpp ones counted with the model's own tokenizer")
+        )
+        return None
+    if encoding_for(name) is None:
+        families = ", ".join(prefix for prefix, _ in OPENAI_FAMILIES)
+        diagnostics.append(
+            error("BAM215", f"unknown tokenizer {name!r}: bamasc counts exactly with {' or '.join(ENCODINGS)}, "
+                  f"or the encoding of an OpenAI model id ({families}, and their variants)", span,
+                  hint="remove it to bound prompts safely by their UTF-8 bytes, or name the OpenAI model this endpoint serves")
+        )
+        return None
+    return name
 
 
 def _prices(decl, attrs: Attributes, provider: str, diagnostics) -> tuple[float, float]:

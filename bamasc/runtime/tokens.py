@@ -28,28 +28,11 @@ import warnings
 from collections.abc import Iterable
 from functools import cache
 
+from bamasc.encodings import ENCODINGS, encoding_for  # noqa: F401 (re-exported)
 from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS
 
 OPENAI_TOKENS_PER_MESSAGE = 4
 OPENAI_REPLY_PRIMING = 3
-
-# Model families by id prefix, checked in order; an id matches a family when it
-# is the prefix itself or the prefix followed by "-" (dated snapshots, -mini,
-# -turbo). Anything else gets no exact count: a wrong encoding could undercount.
-_OPENAI_FAMILIES = (
-    ("gpt-4o", "o200k_base"),
-    ("chatgpt-4o", "o200k_base"),
-    ("gpt-4.1", "o200k_base"),
-    ("gpt-4.5", "o200k_base"),
-    ("gpt-5", "o200k_base"),
-    ("o1", "o200k_base"),
-    ("o3", "o200k_base"),
-    ("o4", "o200k_base"),
-    ("gpt-4", "cl100k_base"),
-    ("gpt-3.5", "cl100k_base"),
-    ("gpt-35", "cl100k_base"),
-)
-ENCODINGS = ("cl100k_base", "o200k_base")
 
 
 def content_bytes(text: str) -> int:
@@ -60,20 +43,6 @@ def content_bytes(text: str) -> int:
 def safe_prompt_bound(messages: Iterable) -> int:
     """An upper bound on the prompt tokens of `messages` for any byte-level or byte-fallback tokenizer."""
     return sum(content_bytes(message.content) + MESSAGE_OVERHEAD_TOKENS for message in messages)
-
-
-def encoding_for(model_id: str | None) -> str | None:
-    """The OpenAI encoding of a model id or an encoding name, or None when it is not an OpenAI model."""
-    if not model_id:
-        return None
-    name = model_id.strip().lower()
-    if name in ENCODINGS:
-        return name
-    name = name.removeprefix("ft:")  # fine-tuned models keep their base model's encoding
-    for prefix, encoding in _OPENAI_FAMILIES:
-        if name == prefix or name.startswith(prefix + "-"):
-            return encoding
-    return None
 
 
 def exact_prompt_tokens(model_id: str | None, messages: Iterable) -> int | None:

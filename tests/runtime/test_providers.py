@@ -610,3 +610,22 @@ def test_plain_http_endpoints_skip_the_ca_bundle_and_trust_nothing():
     assert "verify" not in remote  # the SDK's own verified default
     assert list(remote["event_hooks"]) == ["response"]  # the body cap
     assert "verify" not in aiohttp_client(recorder, None)
+
+
+def test_an_openai_family_behind_any_endpoint_is_counted_exactly(monkeypatch):
+    import bamasc.runtime.tokens as tokens
+    from bamasc.encodings import encoding_for
+    from bamasc.runtime.providers.openai_provider import OpenAIProvider
+
+    # The offline tokenizer is an optional extra; count one token per character in its place.
+    monkeypatch.setattr(tokens, "_counter", lambda encoding: len)
+    gateway = "http://127.0.0.1:9/v1"
+    served = [OpenAIProvider("m", model_id, api_key=SECRET, base_url=gateway) for model_id in ("gpt-4o-mini", "openai/gpt-4.1")]
+    other = OpenAIProvider("m", "deepseek-chat", api_key=SECRET, base_url=gateway)
+    try:
+        assert all(provider.count_prompt_tokens(MESSAGES) is not None for provider in served)
+        assert other.count_prompt_tokens(MESSAGES) is None  # bounded safely instead
+    finally:
+        for provider in (*served, other):
+            run(provider.aclose())
+    assert encoding_for("openai/gpt-4o") == "o200k_base" and encoding_for("deepseek-v3") is None

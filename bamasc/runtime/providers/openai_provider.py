@@ -48,7 +48,8 @@ class OpenAIProvider:
     new name, leaving the reply uncapped.
 
     `tokenizer` (an OpenAI model id or encoding name) enables exact prompt
-    counts; by default only OpenAI's own endpoint gets them, from `model_id`.
+    counts; by default `model_id` is used, so any endpoint serving an OpenAI
+    model family gets them, and other models get the safe bound.
     """
 
     def __init__(
@@ -68,7 +69,10 @@ class OpenAIProvider:
         self.model_id = model_id
         self.base_url = base_url
         self.token_param = token_param
-        self._tokenizer = tokenizer or (model_id if is_official_endpoint(base_url) else None)
+        # A model id of an OpenAI family names that model behind any endpoint
+        # (Azure, a LiteLLM or OpenRouter gateway); a count that came out low
+        # anyway would be caught as overbilling, not spent silently.
+        self._tokenizer = tokenizer or model_id
         self._api_key = api_key
         # The SDK retries on its own by default; each attempt must be budgeted, so never.
         self._client = client or openai.AsyncOpenAI(
