@@ -167,6 +167,22 @@ def test_sweep_table_and_plot(workspace, capsys):
     assert plot.read_bytes()[:4] == b"\x89PNG" and plot.stat().st_size > 10000
 
 
+def test_sweep_as_json_is_json(workspace, capsys):
+    import json
+
+    assert main(["compile", str(workspace / "gsm8k.bam"), "--system", "gsm8k", "--sweep", "500:1500:500",
+                 "--format", "json"]) == 0
+    sweep = json.loads(capsys.readouterr().out)
+    assert sweep["system"] == "gsm8k" and [p["budget"] for p in sweep["points"]] == [500.0, 1000.0, 1500.0]
+    assert all("selected" in point and "templates" in point for point in sweep["points"])
+
+
+def test_counts_in_messages_agree_with_their_noun():
+    from bamasc.words import counted
+
+    assert [counted(n, "instance") for n in (0, 1, 2)] == ["0 instances", "1 instance", "2 instances"]
+
+
 def test_a_retrained_policy_makes_the_plan_stale(workspace):
     source = workspace / "gsm8k.bam"
     source.write_text(source.read_text().replace("select       = strongest", 'select       = policy("policy.msgpack")', 1))
