@@ -208,3 +208,19 @@ def test_png_graph_is_drawn(tmp_path):
     target = tmp_path / "graph.png"
     draw_png(template, str(target))
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_png_canvas_holds_every_edge(tmp_path):
+    pytest.importorskip("matplotlib")
+    import struct
+
+    from bamasc.plan.draw import draw_png, layout
+
+    # The planner template routes long edges through lanes below its lowest box.
+    name, template = next((n, t) for n, t in _templates() if t.name == "planner")
+    boxes, edges = layout(template)
+    ys = [y for _, _, points, _ in edges for _, y in points] + [y for box in boxes.values() for y in box[1::2]]
+    target = tmp_path / "graph.png"
+    draw_png(template, str(target))
+    width, height = struct.unpack(">II", target.read_bytes()[16:24])  # the PNG header's size, in pixels
+    assert height >= (max(ys) - min(ys)) * 100, name  # 100 pixels an inch, the layout's unit

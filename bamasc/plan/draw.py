@@ -90,10 +90,12 @@ def draw_png(template: TemplatePlan, path: str) -> None:
     labels = {"task": "task", "answer": "answer"}
     for node in template.nodes:
         labels[node.id] = f"{node.role}@{node.model}\n{node.id}\n<= {node.cost:.1f} µ$"
+    # Detours of long edges may run in lanes below every box: the canvas holds them too.
+    lanes = [y for _, _, points, _ in edges for _, y in points]
     left = min(box[0] for box in boxes.values())
     right = max(box[2] for box in boxes.values())
-    bottom = min(box[1] for box in boxes.values())
-    top = max(box[3] for box in boxes.values())
+    bottom = min([box[1] for box in boxes.values()] + lanes)
+    top = max([box[3] for box in boxes.values()] + lanes)
     margin = 0.3
     width, height = right - left + 2 * margin, top - bottom + 2 * margin + 0.4  # room for the title
     figure = plt.figure(figsize=(max(4.0, width), max(2.0, height)), dpi=100)
