@@ -155,7 +155,8 @@ def _add_exec(commands) -> None:
     execute.add_argument("--template", help="run this template instead of the selected one")
     execute.add_argument("--trace", metavar="JSONL", help="append one line per call and per task here")
     execute.add_argument("--concurrency", type=_positive, default=8, metavar="N")
-    execute.add_argument("--resume", action="store_true", help="skip tasks already finished in the trace")
+    execute.add_argument("--resume", action="store_true",
+                         help="with --trace: skip tasks finished in the trace, continue the others with what they spent")
     execute.add_argument("--dry-run", action="store_true", help="answer every call with the full output cap (fake verbose)")
     execute.add_argument("--fake", choices=("echo", "verbose"), help="answer every model with the offline fake provider")
     execute.add_argument("--cassette", metavar="JSONL", help="replay recorded calls (or record them with --record)")
@@ -506,6 +507,9 @@ def run_exec(args) -> int:
         tasks = _read_rows(read_dataset, args.dataset, args.skip_bad_rows, DatasetError)
         if tasks is None:
             return EXIT_ERRORS
+    if args.resume and not args.trace:
+        report.usage("--resume needs --trace FILE: the trace holds what each task already spent")
+        return report.exit_code
     if args.trace:
         try:  # before any task runs: a trace that cannot be written would lose every charge
             open(args.trace, "a", encoding="utf-8").close()

@@ -126,3 +126,10 @@ def test_a_timeout_that_is_no_duration_is_a_usage_error(setup, capsys, value):
     with pytest.raises(SystemExit) as stopped:
         main(["exec", source, "--task", "x", "--timeout", value])
     assert stopped.value.code == 2 and "need seconds above 0" in capsys.readouterr().err
+
+
+def test_resume_without_a_trace_is_a_usage_error(setup, capsys):
+    server, source, data, _ = setup
+    assert main(["exec", source, "--dataset", data, "--resume"]) == 2
+    assert "--resume needs --trace" in capsys.readouterr().err
+    assert not server.requests  # nothing was run (and paid) again
