@@ -183,26 +183,30 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
     """Run every task not already in the trace (with `resume`); returns (results, summary, skipped ids)."""
     system = plan.system(system_name)
     template_name = options.template or system.selection["selected"]
-    ledgers = read_ledgers(options.trace_path) if options.resume else {}
-    done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
-    pending = [task for task in tasks if task.id not in done]
-    # A policy picks per task (all pending tasks embedded in one batch); otherwise every task runs one template.
-    by_policy = options.selector is not None and options.template is None
-    if by_policy:
-        chosen = dict(zip((task.id for task in pending), options.selector([task.text for task in pending])))
-    else:
-        chosen = {task.id: template_name for task in pending}
-    for name in sorted(set(chosen.values())) if by_policy else [template_name]:
-        if not system.template(name).feasible:
-            raise ValueError(f"template '{name}' has no binding within {system.budget:g} µ$")
     summary = Summary()
-    # Only models the chosen templates bind need an SDK and an API key;
-    # nothing left to run (a finished --resume) needs none.
-    bound = {seat.model for name in set(chosen.values()) for seat in system.template(name).binding}
-    providers = make_providers(program, system.name, options, bound) if pending else {}
+    # Opened first: the trace's lock keeps a second run of it from reading the
+    # same ledgers and paying for the same tasks at the same time.
+    trace = _Recorder(options.trace_path, summary, calls)
+    providers: dict = {}
     try:
-        trace = _Recorder(options.trace_path, summary, calls)
+        ledgers = read_ledgers(options.trace_path) if options.resume else {}
+        done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
+        pending = [task for task in tasks if task.id not in done]
+        # A policy picks per task (all pending tasks embedded in one batch); otherwise every task runs one template.
+        by_policy = options.selector is not None and options.template is None
+        if by_policy:
+            chosen = dict(zip((task.id for task in pending), options.selector([task.text for task in pending])))
+        else:
+            chosen = {task.id: template_name for task in pending}
+        for name in sorted(set(chosen.values())) if by_policy else [template_name]:
+            if not system.template(name).feasible:
+                raise ValueError(f"template '{name}' has no binding within {system.budget:g} µ$")
+        # Only models the chosen templates bind need an SDK and an API key;
+        # nothing left to run (a finished --resume) needs none.
+        bound = {seat.model for name in set(chosen.values()) for seat in system.template(name).binding}
+        providers = make_providers(program, system.name, options, bound) if pending else {}
     except BaseException:
+        trace.close()
         await _close(providers)
         raise
     limit = asyncio.Semaphore(max(1, options.concurrency))

@@ -38,8 +38,13 @@ class TraceWriter:
         self._run = os.urandom(4).hex()
         self._numbers = itertools.count(1)
         if path:
-            _drop_partial_last_line(path)
             self.handle = open(path, "a", encoding="utf-8")
+            try:
+                _lock(self.handle, path)
+                _drop_partial_last_line(path)
+            except BaseException:
+                self.handle.close()
+                raise
 
     def _write(self, record: dict) -> None:
         if self.handle is not None:
@@ -154,6 +159,21 @@ def _amount(value: object) -> bool:
 def _shown(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _lock(handle, path: str) -> None:
+    """Hold the trace for this run alone: two runs appending to one ledger would both pay for its open tasks.
+
+    The lock is the kernel's (flock) and ends with the process, a killed one included.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system: no lock to take
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise TraceError(f"{path} is in use by another bamasc run; let it finish, then --resume") from None
 
 
 def _drop_partial_last_line(path: str) -> None:

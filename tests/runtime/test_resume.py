@@ -208,3 +208,21 @@ def test_a_provider_defect_ends_that_task_only_and_every_task_gets_its_line(tmp_
     calls = [r for r in records if r["type"] == "call"]
     assert calls and all(c["charged"] == c["reserved"] > 0 for c in calls)  # it may have billed: kept whole
 
+
+
+def test_a_trace_in_use_by_another_run_is_refused(tmp_path, capsys):
+    from bamasc.runtime.trace import TraceWriter
+
+    shutil.copy(GSM8K, tmp_path / "gsm8k.bam")
+    data = tmp_path / "tasks.jsonl"
+    data.write_text('{"id": "a", "question": "What is 1 plus 1?"}\n')
+    trace = str(tmp_path / "trace.jsonl")
+    other = TraceWriter(trace)  # another run holds it
+    try:
+        code = main(["exec", str(tmp_path / "gsm8k.bam"), "--dataset", str(data), "--fake", "echo",
+                     "--trace", trace, "--resume"])
+        assert code == 1 and "in use by another bamasc run" in capsys.readouterr().err
+    finally:
+        other.close()
+    assert open(trace).read() == ""  # nothing was run, nothing written
+    assert main(["exec", str(tmp_path / "gsm8k.bam"), "--dataset", str(data), "--fake", "echo", "--trace", trace]) == 0
