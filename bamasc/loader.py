@@ -22,7 +22,10 @@ class Loaded:
         self.sources: dict[str, SourceFile] = {}
         self.modules: dict[str, ast.Module] = {}
         self.diagnostics: list[Diagnostic] = []
-        self.raw: dict[str, bytes] = {}
+        # Each file's text as read, a byte-order mark included: encoded again it is
+        # the file's bytes (valid UTF-8 decodes and encodes back exactly), so no
+        # second copy of a large file is held while it is parsed.
+        self.texts: dict[str, str] = {}
         self.keys: set[str] = set()  # real paths of `sources`
 
 
@@ -81,7 +84,6 @@ def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tu
     source = SourceFile(path, text)
     loaded.sources[path] = source
     loaded.keys.add(key)
-    loaded.raw[path] = data
     if bad_offset is not None:
         # `bad_offset` counts bytes; lines and columns count characters.
         before = data[:bad_offset].decode("utf-8")
@@ -91,6 +93,8 @@ def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tu
             error("BAM005", "file is not valid UTF-8", Span(path, line, col, line, col + 1), hint="save the file as UTF-8")
         )
         return
+    loaded.texts[path] = "\ufeff" + text if data.startswith(b"\xef\xbb\xbf") else text
+    del data
     module, diagnostics = _parse(source)
     loaded.diagnostics.extend(diagnostics)
     if module is None:

@@ -63,3 +63,20 @@ def test_a_provider_written_in_another_case_gets_a_suggestion(tmp_path):
     source = 'model m {\n  provider = OpenAI\n  name = "x"\n  price { input = 1  output = 1 }\n  tier = 1\n}\n'
     [found] = lint(tmp_path, source.encode()).diagnostics
     assert found.code == "BAM110" and "did you mean 'openai'?" in found.hint
+
+
+def test_a_plan_of_a_file_with_a_byte_order_mark_records_its_bytes_and_reloads(tmp_path):
+    import hashlib
+    import json
+    import os
+
+    from bamasc.cli import main
+    from tests.conftest import ROOT
+
+    source = tmp_path / "gsm8k.bam"
+    source.write_bytes(b"\xef\xbb\xbf" + open(os.path.join(ROOT, "examples", "gsm8k.bam"), "rb").read())
+    plan = tmp_path / "plan.json"
+    assert main(["compile", str(source), "--system", "gsm8k", "-o", str(plan)]) == 0
+    recorded = {entry["path"]: entry["sha256"] for entry in json.loads(plan.read_text())["sources"]}
+    assert recorded["gsm8k.bam"] == hashlib.sha256(source.read_bytes()).hexdigest()  # the bytes on disk, mark included
+    assert main(["explain", str(plan), "--system", "gsm8k"]) == 0

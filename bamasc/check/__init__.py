@@ -56,7 +56,7 @@ def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
         topologies=tables["topologies"],
         systems=tables["systems"],
         root_files=tuple(loaded.roots),
-        source_bytes=dict(loaded.raw),
+        source_texts=dict(loaded.texts),
     )
     for run in PASSES:
         diagnostics.extend(run(program))

@@ -149,13 +149,4 @@ class Program:
     topologies: dict[str, Topology]
     systems: dict[str, System]
     root_files: tuple[str, ...]
-    source_bytes: dict[str, bytes]  # every file the program was built from, as read
-
-    def source_sha256(self) -> str:
-        """One hash over every source file, in a stable order (plans record it)."""
-        import hashlib
-
-        digest = hashlib.sha256()
-        for path in sorted(self.source_bytes):
-            digest.update(hashlib.sha256(self.source_bytes[path]).hexdigest().encode())
-        return digest.hexdigest()
+    source_texts: dict[str, str]  # every file the program was built from, as read (its bytes: `.encode()`)

@@ -34,8 +34,8 @@ def build_plan(
     """`plan_dir` is where the plan will be written: source paths are recorded relative to it.
     `method` is the one the seats were bound with; loading the plan binds them again with it."""
     sources = tuple(
-        {"path": source_label(path, plan_dir), "sha256": hashlib.sha256(data).hexdigest()}
-        for path, data in program.source_bytes.items()
+        {"path": source_label(path, plan_dir), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+        for path, text in program.source_texts.items()
     )
     used = sorted({name for system in bindings for name in program.systems[system].models})
     prices = {
