@@ -133,3 +133,13 @@ def test_resume_without_a_trace_is_a_usage_error(setup, capsys):
     assert main(["exec", source, "--dataset", data, "--resume"]) == 2
     assert "--resume needs --trace" in capsys.readouterr().err
     assert not server.requests  # nothing was run (and paid) again
+
+
+def test_a_clamped_attempt_is_marked_in_the_ledger_even_when_it_failed():
+    from bamasc.runtime.report import ledger_table
+
+    call = {"node": "solver[0]@0.call", "model": "cheap", "attempt": 1, "prompt_tokens": 9, "completion_tokens": 0,
+            "reserved": 12.0, "charged": 12.0, "skipped": False, "clamped": True,
+            "error": "timeout: remote model 'cheap' timed out after 5 s waiting for the answer"}
+    (row,) = ledger_table([call]).splitlines()[2:]
+    assert row.rstrip().endswith("clamped; timeout: remote model 'cheap' timed out after 5 s waiting for the answer")
