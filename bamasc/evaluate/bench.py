@@ -50,6 +50,7 @@ def bench(
     code_limits=None,
     progress=None,
     save=None,
+    isolation: str = "namespaces",
 ) -> dict:
     """Run `system` at every budget and each baseline at its own budget on every item of `dataset`;
     MBPP programs run `code_concurrency` at a time under `code_limits` (a sandbox.Limits).
@@ -66,7 +67,7 @@ def bench(
     }
     plan = [(budget, system, False) for budget in budgets] + [(None, name, True) for name in baselines]
     for budget, name, baseline in plan:
-        runs.append(_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits))
+        runs.append(_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits, isolation))
         if progress is not None:
             progress(runs[-1])
         if save is not None:
@@ -86,7 +87,8 @@ def write_results(data: dict, path: str) -> None:
     os.replace(temporary, path)
 
 
-def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, code_concurrency, code_limits) -> dict:
+def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, code_concurrency, code_limits,
+         isolation: str = "namespaces") -> dict:
     from bamasc.compiler import compile_file
 
     compiled = compile_file(path, system=system, budget=budget)
@@ -115,7 +117,7 @@ def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, c
     results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, system, tasks, options))
     answers = {result.task_id: result for result in results}
     pairs = [(item, answers[item.id].answer) for item in dataset.items]
-    verdicts = score_items(dataset.kind, pairs, code_limits, code_concurrency)
+    verdicts = score_items(dataset.kind, pairs, code_limits, code_concurrency, isolation)
     bound = max((result.bound for result in results), default=template.worst_case_cost)
     return dict(row, template=template.name, models=sorted({s.model for s in template.binding}),
                 bound=round(bound, 6), **summarize(dataset, results, verdicts))

@@ -32,7 +32,36 @@ def add_bench(commands) -> None:
     bench.add_argument("--skip-bad-rows", action="store_true", help="report malformed dataset rows and go on")
     bench.add_argument("--code-timeout", type=_seconds, default=5.0, metavar="S",
                        help="MBPP: seconds each program may run in the sandbox (default 5)")
+    bench.add_argument("--unsafe-hooks", action="store_true", help=UNSAFE_HOOKS_HELP)
     bench.set_defaults(run=run_bench)
+
+
+UNSAFE_HOOKS_HELP = ("MBPP: where no jail can be built, run candidates under Python audit hooks only "
+                     "(NOT a sandbox: a hostile candidate can read files and escape)")
+
+
+def _isolation(args, kind: str) -> str | None:
+    """The sandbox level `--unsafe-hooks` asks for, warned about; None (reported) where MBPP cannot be scored here.
+
+    Checked before any task runs: a benchmark must not spend its calls and
+    then find that it cannot score them.
+    """
+    isolation = "hooks" if args.unsafe_hooks else "namespaces"
+    if kind != "mbpp":
+        return isolation
+    from bamasc.evaluate.sandbox import SandboxError, check_isolation
+
+    try:
+        check_isolation(isolation)
+    except SandboxError as problem:
+        hint = "" if args.unsafe_hooks else " (--unsafe-hooks scores without it, and is not a sandbox)"
+        print(f"bamasc: error: {problem}{hint}", file=sys.stderr)
+        return None
+    if args.unsafe_hooks:
+        print("bamasc: warning: --unsafe-hooks: candidates run without a jail, under Python audit hooks only; "
+              "this is not a sandbox, and a hostile candidate can read this machine's files or escape",
+              file=sys.stderr)
+    return isolation
 
 
 def add_score(commands) -> None:
@@ -49,9 +78,7 @@ def add_score(commands) -> None:
     score.add_argument("--skip-bad-rows", action="store_true", help="report malformed rows and go on")
     score.add_argument("--code-timeout", type=_seconds, default=5.0, metavar="S",
                        help="MBPP: seconds each program may run in the sandbox (default 5)")
-    score.add_argument("--unsafe-hooks", action="store_true",
-                       help="MBPP: where no jail can be built, run candidates under Python audit hooks only "
-                            "(NOT a sandbox: a hostile candidate can read files and escape)")
+    score.add_argument("--unsafe-hooks", action="store_true", help=UNSAFE_HOOKS_HELP)
     score.set_defaults(run=run_score)
 
 
@@ -136,6 +163,9 @@ def run_bench(args) -> int:
     if not dataset.items:
         report.usage(f"{args.dataset} holds no items to run")
         return report.exit_code
+    isolation = _isolation(args, kind)
+    if isolation is None:
+        return 1
     options = ExecOptions(concurrency=args.concurrency, fake_mode=args.fake, cassette=args.cassette)
     workers = max(1, min(args.concurrency, os.cpu_count() or 1))
 
@@ -154,7 +184,7 @@ def run_bench(args) -> int:
         limits = Limits(wall_time=args.code_timeout)
         # Saved after every budget and baseline: an interruption keeps the runs already done.
         data = bench(args.file, dataset, system, budgets, tuple(args.baseline), options, workers, limits, progress,
-                     save if args.output else None)
+                     save if args.output else None, isolation)
     except (ProviderError, ValueError) as problem:
         print(f"bamasc: error: {problem}", file=sys.stderr)
         return 1
@@ -203,11 +233,9 @@ def run_score(args) -> int:
     if missing:
         print(f"bamasc: warning: no prediction for {counted(missing, 'item')}: scored as wrong", file=sys.stderr)
     pairs = [(item, predictions.get(item.id)) for item in dataset.items]
-    isolation = "hooks" if args.unsafe_hooks else "namespaces"
-    if args.unsafe_hooks:
-        print("bamasc: warning: --unsafe-hooks: candidates run without a jail, under Python audit hooks only; "
-              "this is not a sandbox, and a hostile candidate can read this machine's files or escape",
-              file=sys.stderr)
+    isolation = _isolation(args, args.kind)
+    if isolation is None:
+        return 1
     try:
         verdicts = score_items(args.kind, pairs, Limits(wall_time=args.code_timeout), concurrency=args.concurrency,
                                isolation=isolation)

@@ -274,3 +274,20 @@ def test_the_cli_loads_no_heavy_module_for_these_commands():
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert found.stdout.strip() == "[]"
+
+
+def test_bench_on_mbpp_without_a_jail_refuses_before_any_call_unless_asked(tmp_path):
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode:
+        pytest.skip("needs user namespaces, to make a machine where no jail can be built")
+    results = tmp_path / "results.json"
+    command = ["unshare", "-U", sys.executable, "-m", "bamasc.cli", "bench", os.path.join(EXAMPLES, "mbpp.bam"),
+               "--dataset", fixture("mbpp.jsonl"), "--fake", "echo", "--limit", "2", "-o", str(results)]
+    refused = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "cannot build its namespaces jail" in refused.stderr and "--unsafe-hooks" in refused.stderr
+    assert "ran mbpp" not in refused.stderr and not results.exists()  # no task ran, nothing was paid for
+    done = subprocess.run(command + ["--unsafe-hooks"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "warning: --unsafe-hooks" in done.stderr and results.exists()
