@@ -11,7 +11,7 @@ SPLITS = ("prompt", "test", "validation", "train")
 
 
 def add_bench(commands) -> None:
-    from bamasc.cli import _positive
+    from bamasc.cli import _positive, _seconds
 
     bench = commands.add_parser("bench", help="accuracy and cost of a system across budgets, beside baselines")
     bench.add_argument("file", metavar="FILE")
@@ -65,7 +65,7 @@ def _isolation(args, kind: str) -> str | None:
 
 
 def add_score(commands) -> None:
-    from bamasc.cli import _positive
+    from bamasc.cli import _positive, _seconds
 
     score = commands.add_parser("score", help="score a file of model outputs against a dataset")
     score.add_argument("--dataset", required=True, metavar="D", help="GSM8K/MBPP/MATH file (or MATH folder) as published")
@@ -80,16 +80,6 @@ def add_score(commands) -> None:
                        help="MBPP: seconds each program may run in the sandbox (default 5)")
     score.add_argument("--unsafe-hooks", action="store_true", help=UNSAFE_HOOKS_HELP)
     score.set_defaults(run=run_score)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"need seconds above 0 (at most 3600), not {text!r}")
-    return value
 
 
 def _budgets(text: str) -> list[float]:

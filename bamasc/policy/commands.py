@@ -44,12 +44,6 @@ def _finite(text: str) -> float:
     return value
 
 
-def _seconds(text: str) -> float:
-    from bamasc.evaluate.commands import _seconds as seconds
-
-    return seconds(text)
-
-
 def _positive(text: str) -> int:
     from bamasc.cli import _positive as positive
 
@@ -57,6 +51,8 @@ def _positive(text: str) -> int:
 
 
 def add_collect(commands) -> None:
+    from bamasc.cli import _seconds
+
     collect = commands.add_parser(
         "collect", help="run every feasible template on every task and budget: offline rows for `train`"
     )
