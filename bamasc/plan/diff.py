@@ -9,9 +9,9 @@ structure.
 
 from __future__ import annotations
 
-import json
-import math
 import re
+
+from bamasc.words import show
 
 # Fields the bound on the call graph gives; a difference there says so.
 BOUND_FIELDS = frozenset({"worst_case_cost", "cost", "input_cost", "output_cost", "input_tokens", "output_tokens", "cheapest_cost"})
@@ -42,31 +42,6 @@ def join(path: str, key: str) -> str:
     if isinstance(key, str) and IDENTIFIER.match(key):
         return f"{path}.{key}" if path else key
     return f"{path}[{show(key)}]"
-
-
-def show(value) -> str:
-    """A short JSON-style rendering of any parsed value: containers by their size, long text cut."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        text = json.dumps(value[:60])
-        return text[:-1] + '..."' if len(value) > 60 else text
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return repr(value)
-    if isinstance(value, int):
-        digits = str(value)
-        return digits if len(digits) <= 24 else f"{digits[:12]}... (a {len(digits)}-digit number)"
-    if isinstance(value, list):
-        return f"a list of {len(value)} item{'' if len(value) == 1 else 's'}"
-    if isinstance(value, dict):
-        return "an empty object" if not value else "an object"
-    return type(value).__name__
 
 
 def same_value(actual, expected) -> bool:

@@ -12,7 +12,8 @@ import os
 import stat
 
 from bamasc import __version__
-from bamasc.plan.diff import differences, same_value, show
+from bamasc.plan.diff import differences, same_value
+from bamasc.words import show
 from bamasc.plan.read import Settings, read_plan_data, read_settings
 from bamasc.plan.schema import Plan, PlanFormatError, plan_data
 from bamasc.syntax.resources import STDLIB_PATH

@@ -14,7 +14,8 @@ import os
 import re
 import stat
 
-from bamasc.plan.diff import IDENTIFIER, JSONObject, join, same_value, show
+from bamasc.plan.diff import IDENTIFIER, JSONObject, join, same_value
+from bamasc.words import show
 from bamasc.plan.schema import METHODS, SCHEMA_VERSION, PlanFormatError
 from bamasc.records import record
 

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 
 from bamasc.rows import RowError, parse_line
+from bamasc.words import show
 
 TRACE_TYPES = ("reserve", "call", "task")
 
@@ -133,32 +134,27 @@ def finished_tasks(path: str | None) -> set[str]:
 def _check(record: object) -> str | None:
     """What makes `record` unusable for resuming, or None."""
     if not isinstance(record, dict):
-        return f"not a trace record (a JSON object), but {type(record).__name__} {_shown(record)}"
+        return f"not a trace record (a JSON object), but {type(record).__name__} {show(record)}"
     kind = record.get("type")
     if kind not in TRACE_TYPES:
-        return f"unknown record type {_shown(kind)} (one of {', '.join(TRACE_TYPES)})"
+        return f"unknown record type {show(kind)} (one of {', '.join(TRACE_TYPES)})"
     if not isinstance(record.get("task_id"), str) or not record["task_id"]:
-        return f"{kind} line without a task_id (a string), got {_shown(record.get('task_id'))}"
+        return f"{kind} line without a task_id (a string), got {show(record.get('task_id'))}"
     if kind == "reserve":
         if not isinstance(record.get("id"), str):
-            return f"reserve line without an id, got {_shown(record.get('id'))}"
+            return f"reserve line without an id, got {show(record.get('id'))}"
         if not _amount(record.get("reserved")):
-            return f"reserve line with reserved = {_shown(record.get('reserved'))}, not an amount in µ$"
+            return f"reserve line with reserved = {show(record.get('reserved'))}, not an amount in µ$"
     if kind == "call":
         if not _amount(record.get("charged")):
-            return f"call line with charged = {_shown(record.get('charged'))}, not an amount in µ$"
+            return f"call line with charged = {show(record.get('charged'))}, not an amount in µ$"
         if record.get("id") is not None and not isinstance(record["id"], str):
-            return f"call line with id = {_shown(record['id'])}, not a reservation id"
+            return f"call line with id = {show(record['id'])}, not a reservation id"
     return None
 
 
 def _amount(value: object) -> bool:
     return type(value) in (int, float) and math.isfinite(value) and value >= 0
-
-
-def _shown(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _lock(handle, path: str) -> None:

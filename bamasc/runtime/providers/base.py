@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from bamasc.words import show
+
 ROLES = ("system", "user", "assistant")
 
 ERROR_KINDS = ("rate_limited", "server", "timeout", "connection", "malformed", "client", "auth", "not_found")
@@ -59,16 +61,11 @@ def usage_tokens(usage: object, field: str, *, provider: str, model: str, option
     if value is None and optional and isinstance(usage, dict):
         return 0
     if type(value) is not int or value < 0:
-        shown = "missing" if value is None else _shown(value)
+        shown = "missing" if value is None else show(value)
         raise malformed_error(
             provider=provider, model=model, detail=f"usage.{field} is {shown}, not a token count"
         )
     return value
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True, slots=True)
