@@ -186,48 +186,16 @@ class ScoredTask:
 
 
 def read_scored_tasks(path: str, skip_bad: bool = False) -> tuple[list[ScoredTask], list[str]]:
-    """The tasks of a dataset (read as `exec` reads them) with their whole rows.
+    """The tasks of a dataset, read as `exec` reads them, each with its whole row (for its reference)."""
+    from bamasc.runtime.execute import DatasetError, task_reader
 
-    A row that `exec` reads but that holds what scoring cannot use (`NaN`, say)
-    is a bad row here as well: raised, or with `skip_bad` reported and left out.
-    """
-    from bamasc.runtime.execute import ID_FIELDS, DatasetError, read_dataset
+    task = task_reader()
 
-    tasks, problems = read_dataset(path, skip_bad=skip_bad)
-    rows: dict[str, dict] = {}
-    rejected: dict[str, str] = {}
-    for number, line in lines(path):
-        if not line.strip():
-            continue
-        try:
-            data = parse_line(line)
-        except RowError as problem:
-            rejected[_lenient_id(line, number, ID_FIELDS)] = f"{path}:{number}: {problem}"
-            continue
-        if isinstance(data, dict):
-            key = next((data[f] for f in ID_FIELDS if data.get(f) is not None), number)
-            rows[str(key)] = data
-    scored = []
-    for task in tasks:
-        if task.id in rows:
-            scored.append(ScoredTask(task.id, task.text, rows[task.id]))
-            continue
-        message = rejected.get(task.id, f"{path}: task {task.id!r}: its row cannot be read for scoring")
-        if not skip_bad:
-            raise DatasetError(message)
-        problems.append(message)
-    return scored, problems
+    def read(row, number: int, where: str) -> ScoredTask:
+        found = task(row, number, where)
+        return ScoredTask(found.id, found.text, row)
 
-
-def _lenient_id(line: bytes, number: int, id_fields: tuple[str, ...]) -> str:
-    """The id `exec` gives a row that scoring refuses, read the way `exec` reads it (plain json.loads)."""
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError):  # then exec could not read it either, and gave no task
-        return str(number)
-    if not isinstance(data, dict):
-        return str(number)
-    return str(next((data[f] for f in id_fields if data.get(f) is not None), number))
+    return read_jsonl(path, read, DatasetError, skip_bad)
 
 
 def done_keys(path: str) -> set[tuple[str, float, str]]:

@@ -78,6 +78,11 @@ def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[st
     (`task`/`question`/`text`/`problem`/`prompt`); bad rows raise, or are skipped and reported."""
     from bamasc.rows import read_jsonl
 
+    return read_jsonl(path, task_reader(), DatasetError, skip_bad)
+
+
+def task_reader():
+    """`read(row, number, where) -> Task` for one file's rows; it remembers the ids it gave, to refuse a duplicate."""
     seen: set[str] = set()
 
     def read(row, number: int, where: str) -> Task:
@@ -92,7 +97,7 @@ def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[st
         seen.add(task_id)
         return Task(task_id, row[field])
 
-    return read_jsonl(path, read, DatasetError, skip_bad)
+    return read
 
 
 class Summary:

@@ -139,3 +139,13 @@ def test_collect_refuses_a_dataset_without_references(tmp_path, capsys, monkeypa
     assert main(["collect", GSM8K, "--dataset", dataset, "--budgets", "875", "-o", str(out), "--fake", "echo"]) == 1
     assert "task 'a' has no reference answer" in capsys.readouterr().err
     assert not out.exists() or out.read_text() == ""
+
+
+def test_a_duplicate_id_skipped_keeps_the_first_rows_text_and_row(tmp_path):
+    from bamasc.policy.data import read_scored_tasks
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "a", "task": "first", "answer": "1"}\n{"id": "a", "task": "second", "answer": "2"}\n')
+    tasks, problems = read_scored_tasks(str(path), skip_bad=True)
+    assert [(t.id, t.text, t.row["answer"]) for t in tasks] == [("a", "first", "1")]
+    assert len(problems) == 1 and "duplicate task id 'a'" in problems[0]
