@@ -307,8 +307,8 @@ def run_compile(args) -> int:
         except OSError as problem:
             report.usage(f"cannot write the plan to {args.output}: {problem.strerror}")
             return report.exit_code
-        # Self-check: the written plan reloads, compiles again to itself and its bounds re-verify.
-        if _load_plan_or_report(report, args.output) is None:
+        # Self-check: the written plan reads back as the one compiled, and its bounds re-verify.
+        if not _written_plan_checks(report, args.output, result.plan, result.program):
             return report.exit_code
     if args.format == "json":
         print(text, end="")
@@ -389,18 +389,32 @@ def writable(report: Report, path: str, what: str) -> bool:
 
 
 def _load_plan_or_report(report: Report, path: str):
-    from bamasc.plan.load import PlanVerificationError, StalePlanError, load_plan
-    from bamasc.plan.schema import PlanFormatError
+    from bamasc.plan.load import REFUSALS, load_plan
 
     if not os.path.isfile(path):
         report.usage(f"no such file: {path}")
         return None
     try:
         return load_plan(path)
-    except (PlanFormatError, StalePlanError, PlanVerificationError) as problem:
-        print(f"bamasc: error: {problem}", file=sys.stderr)
-        report.errors += 1
+    except REFUSALS as problem:
+        _refused(report, problem)
         return None
+
+
+def _written_plan_checks(report: Report, path: str, plan, program) -> bool:
+    from bamasc.plan.load import REFUSALS, check_written_plan
+
+    try:
+        check_written_plan(path, plan, program)
+    except REFUSALS as problem:
+        _refused(report, problem)
+        return False
+    return True
+
+
+def _refused(report: Report, problem: Exception) -> None:
+    print(f"bamasc: error: {problem}", file=sys.stderr)
+    report.errors += 1
 
 
 def _plan_and_program(report: Report, args):

@@ -13,10 +13,10 @@ import stat
 
 from bamasc import __version__
 from bamasc.plan.diff import differences, same_value
-from bamasc.words import show
 from bamasc.plan.read import Settings, read_plan_data, read_settings
 from bamasc.plan.schema import Plan, PlanFormatError, plan_data
 from bamasc.syntax.resources import STDLIB_PATH
+from bamasc.words import show
 
 
 class StalePlanError(Exception):
@@ -25,6 +25,10 @@ class StalePlanError(Exception):
 
 class PlanVerificationError(Exception):
     """The plan says something its sources do not give, or a recorded bound does not hold."""
+
+
+# Every way loading refuses a plan; each message names the field at fault.
+REFUSALS = (PlanFormatError, StalePlanError, PlanVerificationError)
 
 
 def source_path(label: str, plan_dir: str) -> str:
@@ -60,14 +64,32 @@ def load_plan(path: str) -> tuple[Plan, object]:
             f"{path}: compiler_version is {show(version)}, but this is bamasc {__version__}, which runs only "
             f"plans it compiles the same way. Recompile it: {command}"
         )
-    from bamasc.plan.build import build_plan
-
     compiled = _recompile(settings, plan_dir, path)
-    # Built here rather than taken from compile_file, which records the default method.
-    plan = build_plan(compiled.program, compiled.bindings, plan_dir, settings.method)
+    _confirm(path, data, settings, command, compiled.plan, compiled.program)
+    return compiled.plan, compiled.program
+
+
+def check_written_plan(path: str, plan: Plan, program) -> None:
+    """`compile -o`'s self-check: the file reads back as exactly `plan`, whose bounds re-verify.
+
+    Nothing is compiled again: `plan` was compiled a moment ago from the same
+    sources and settings, which is what loading would repeat.
+    """
+    data = read_plan_data(path)
+    try:
+        settings = read_settings(data)
+    except PlanFormatError as problem:
+        raise PlanFormatError(f"{path}: {problem}") from None
+    plan_dir = os.path.dirname(os.path.abspath(path))
+    _confirm(path, data, settings, recompile_command(settings, plan_dir, path), plan, program)
+
+
+def _confirm(path: str, data: dict, settings: Settings, command: str, plan: Plan, program) -> None:
+    """Refuse `data` unless every field equals `plan`, compiled from its sources; then re-verify the bounds."""
     _check_policies(data, plan, path)
-    found = differences(data, plan_data(plan))
-    if found.count == 1 and found.found[0].startswith("plan_sha256 "):
+    expected = plan_data(plan)
+    found = differences(data, expected)
+    if found.count == 1 and not same_value(data.get("plan_sha256"), expected["plan_sha256"]):
         # Every field the sources give matched; only the compile settings are left to have changed.
         raise PlanVerificationError(
             f"{path}: plan_sha256 does not match the plan's contents, so compiled_with (system "
@@ -76,8 +98,7 @@ def load_plan(path: str) -> tuple[Plan, object]:
         )
     if found.count:
         raise PlanVerificationError(f"{path} is not what its sources compile to: {found.summary()}. Recompile it: {command}")
-    verify_plan(plan, compiled.program)
-    return plan, compiled.program
+    verify_plan(plan, program)
 
 
 def recompile_command(settings: Settings, plan_dir: str, path: str) -> str:
