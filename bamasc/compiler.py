@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import os
 
 from bamasc.check import check
 from bamasc.diagnostics import Diagnostic, Note, Sources, error, has_errors, warning
 from bamasc.limits import MAX_BUDGET, written
 from bamasc.loader import load
+from bamasc.words import rounded_up
 
 
 class CompileError(Exception):
@@ -90,13 +90,6 @@ def compile_file(
     return result
 
 
-def _up(amount: float) -> str:
-    """µ$ rounded up to 0.1: a budget of this much does fit."""
-    if not math.isfinite(amount * 10):
-        return f"{amount:g}"
-    return f"{math.ceil(amount * 10 - 1e-9) / 10:.1f}"
-
-
 def _systems(program, system: str | None) -> list[str]:
     if not program.systems:
         raise CompileError("the file declares no system to compile")
@@ -130,9 +123,9 @@ def _feasibility(system, found, budget: float) -> list[Diagnostic]:
             warning(
                 "BAM501",
                 f"template '{binding.template}' cannot fit the budget of {budget:g} µ$: its cheapest binding "
-                f"costs {_up(binding.cheapest_cost)} µ$ (binding rows: {rows})",
+                f"costs {rounded_up(binding.cheapest_cost)} µ$ (binding rows: {rows})",
                 where,
-                hint=f"it becomes feasible from a budget of {_up(binding.cheapest_cost)} µ$",
+                hint=f"it becomes feasible from a budget of {rounded_up(binding.cheapest_cost)} µ$",
             )
         )
     if found and not any(b.feasible for b in found):
@@ -142,9 +135,9 @@ def _feasibility(system, found, budget: float) -> list[Diagnostic]:
                 "BAM502",
                 f"no template of system '{system.name}' has a binding within {budget:g} µ$",
                 span,
-                *[Note(f"'{b.template}': cheapest {_up(b.cheapest_cost)} µ$" if b.cheapest_cost is not None
+                *[Note(f"'{b.template}': cheapest {rounded_up(b.cheapest_cost)} µ$" if b.cheapest_cost is not None
                        else f"'{b.template}': rules conflict") for b in found],
-                hint=f"the smallest workable budget is {_up(min(cheapest))} µ$" if cheapest else None,
+                hint=f"the smallest workable budget is {rounded_up(min(cheapest))} µ$" if cheapest else None,
             )
         )
     return diagnostics

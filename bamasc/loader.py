@@ -6,7 +6,7 @@ import functools
 import os
 
 from bamasc.diagnostics import Diagnostic, Note, error
-from bamasc.source import SourceFile, Span, decode_source
+from bamasc.source import SourceFile, Span, as_typed, decode_source
 from bamasc.syntax import ast
 from bamasc.syntax.parser import parse_source
 from bamasc.syntax.resources import STDLIB_PATH
@@ -42,10 +42,8 @@ def resolve_import(spec: str, importer: str) -> str:
     if spec.startswith("std/"):
         name = spec[4:]
         path = os.path.join(STDLIB_PATH, name if name.endswith(".bam") else name + ".bam")
-        # Named from the working directory when it lies below it, as a user would
-        # name it on the command line (and so parsed once when both happen).
-        relative = os.path.relpath(path)
-        return path if relative.startswith("..") else relative
+        # Named as a user would name it on the command line (so parsed once when both happen).
+        return as_typed(path)
     base = os.path.dirname(importer)
     return os.path.normpath(os.path.join(base, spec))
 

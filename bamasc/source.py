@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from bamasc.records import record
 
 
@@ -71,3 +73,10 @@ def excerpt_window(text: str, start: int, end: int, width: int = EXCERPT_WIDTH) 
     if right < len(text):
         shown += ELLIPSIS
     return shown, start - offset, min(end, right) - offset
+
+
+def as_typed(path: str) -> str:
+    """`path` relative to the working directory when it lies below it, as a user would type it; else unchanged."""
+    relative = os.path.relpath(path)
+    below = relative != os.pardir and not relative.startswith(os.pardir + os.sep)
+    return relative if below else path

@@ -1,4 +1,4 @@
-"""Counts and values in messages: "1 seat", "2 seats"; a parsed JSON value shown short."""
+"""Counts, amounts and values in messages: "1 seat", "2 seats", µ$ rounded up, a parsed JSON value shown short."""
 
 import json
 import math
@@ -7,6 +7,13 @@ import math
 def counted(count: int, word: str) -> str:
     """`count` and `word`, the word in the plural unless the count is one (regular English plurals only)."""
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def rounded_up(amount: float) -> str:
+    """µ$ rounded up to 0.1, so "needs at least X" is never below the true amount and a budget of X does fit."""
+    if not math.isfinite(amount * 10):  # the limits keep amounts finite; a library caller may not
+        return f"{amount:g}"
+    return f"{math.ceil(amount * 10 - 1e-9) / 10:.1f}"
 
 
 def show(value: object) -> str:

@@ -9,12 +9,12 @@ compiler says so).
 
 from __future__ import annotations
 
-import math
 
 from bamasc.check.program import Program, System
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.ir.bounds import cheapest_cost
 from bamasc.ir.unroll import unroll
+from bamasc.words import rounded_up
 
 
 def template_floor(program: Program, system: System, topology_name: str) -> float:
@@ -62,10 +62,10 @@ def check_feasibility(program: Program) -> list[Diagnostic]:
                 error(
                     "BAM404",
                     f"no template of system '{system.name}' fits its budget of {system.budget:g} µ$: "
-                    f"the cheapest, '{cheapest}', needs at least {_up(floors[cheapest])} µ$ per task",
+                    f"the cheapest, '{cheapest}', needs at least {rounded_up(floors[cheapest])} µ$ per task",
                     budget_span,
-                    *[Note(f"'{name}' needs at least {_up(floor)} µ$") for name, floor in floors.items()],
-                    hint=f"raise the budget to at least {_up(floors[cheapest])}, add a cheaper model, or lower output caps",
+                    *[Note(f"'{name}' needs at least {rounded_up(floor)} µ$") for name, floor in floors.items()],
+                    hint=f"raise the budget to at least {rounded_up(floors[cheapest])}, add a cheaper model, or lower output caps",
                 )
             )
             continue
@@ -74,20 +74,13 @@ def check_feasibility(program: Program) -> list[Diagnostic]:
             diagnostics.append(
                 warning(
                     "BAM405",
-                    f"template '{name}' needs at least {_up(floor)} µ$ per task, above the budget of "
+                    f"template '{name}' needs at least {rounded_up(floor)} µ$ per task, above the budget of "
                     f"{system.budget:g} µ$ of system '{system.name}'; it will never be chosen",
                     system.item_spans["topologies"][index],
-                    hint=f"raise the budget to {_up(floor)} or drop '{name}' from this system",
+                    hint=f"raise the budget to {rounded_up(floor)} or drop '{name}' from this system",
                 )
             )
     return diagnostics
-
-
-def _up(amount: float) -> str:
-    """µ$ rounded up to 0.1, so "needs at least X" is never below the true floor."""
-    if not math.isfinite(amount * 10):  # the limits keep floors finite; a library caller may not
-        return f"{amount:g}"
-    return f"{math.ceil(amount * 10 - 1e-9) / 10:.1f}"
 
 
 def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

@@ -15,6 +15,7 @@ from bamasc import __version__
 from bamasc.plan.diff import differences, same_value
 from bamasc.plan.read import Settings, read_plan_data, read_settings
 from bamasc.plan.schema import Plan, PlanFormatError, plan_data
+from bamasc.source import as_typed
 from bamasc.syntax.resources import STDLIB_PATH
 from bamasc.words import show
 
@@ -103,7 +104,7 @@ def _confirm(path: str, data: dict, settings: Settings, command: str, plan: Plan
 
 def recompile_command(settings: Settings, plan_dir: str, path: str) -> str:
     """The `bamasc compile` command that writes this plan again."""
-    words = ["bamasc", "compile", _shown_path(source_path(settings.root, plan_dir))]
+    words = ["bamasc", "compile", as_typed(source_path(settings.root, plan_dir))]
     if settings.system is not None:
         words += ["--system", settings.system]
     if settings.budget is not None:
@@ -111,12 +112,6 @@ def recompile_command(settings: Settings, plan_dir: str, path: str) -> str:
     if settings.method != "lexicographic":
         words += ["--method", settings.method]
     return " ".join(words + ["-o", path])
-
-
-def _shown_path(path: str) -> str:
-    """`path` relative to the working directory when it lies below it, as a user would type it."""
-    relative = os.path.relpath(path)
-    return path if relative.startswith(os.pardir) else relative
 
 
 def _recompile(settings: Settings, plan_dir: str, path: str):
