@@ -63,15 +63,6 @@ def _short_int(text: str) -> int:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_short_int)
 
 
-def decode_line(data: bytes) -> str:
-    """The text of one line, or RowError naming the column of the first byte that is not UTF-8."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as problem:
-        column = len(data[: problem.start].decode("utf-8", errors="replace")) + 1
-        raise RowError("not UTF-8", f"byte 0x{data[problem.start]:02x} cannot be read as text", 1, column) from None
-
-
 def decode_text(data: bytes) -> str:
     """The text of a whole file, or RowError naming the line and column of the first byte that is not UTF-8."""
     try:
@@ -102,11 +93,11 @@ def parse_json(text: str, position: int = 0) -> tuple[object, int]:
 
 def parse_line(line: bytes | str) -> object:
     """The JSON value of one JSONL line (bytes are decoded as UTF-8); raises RowError."""
-    text = decode_line(line) if isinstance(line, bytes) else line
+    text = decode_text(line) if isinstance(line, bytes) else line
     # A byte-order mark is how some editors start a UTF-8 file; it is not part of the row.
-    start = _skip_space(text, 1 if text.startswith("\ufeff") else 0)
+    start = skip_space(text, 1 if text.startswith("\ufeff") else 0)
     value, end = parse_json(text, start)
-    end = _skip_space(text, end)
+    end = skip_space(text, end)
     if end != len(text):
         raise RowError("not JSON", "extra data after the value", *_line_and_column(text, end))
     return value
@@ -148,13 +139,15 @@ def read_jsonl(path: str, read_row, error: type[Exception], skip_bad: bool = Fal
     return values, problems
 
 
-def _skip_space(text: str, position: int) -> int:
+def skip_space(text: str, position: int) -> int:
+    """The first position at or after `position` that is not JSON white space."""
     while position < len(text) and text[position] in " \t\r\n":
         position += 1
     return position
 
 
 def _line_and_column(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column of `offset` in `text`."""
     return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
 
 

@@ -208,7 +208,7 @@ def run_score(args) -> int:
     dataset = _load_dataset(report, args.dataset, args.kind, args.split, args.skip_bad_rows)
     if dataset is None:
         return report.exit_code
-    from bamasc.evaluate.sandbox import Limits, SandboxError
+    from bamasc.evaluate.sandbox import Limits
     from bamasc.evaluate.scorers import score_items
 
     predictions = _read_rows(read_predictions, args.predictions, args.skip_bad_rows, PredictionError)
@@ -226,13 +226,9 @@ def run_score(args) -> int:
     isolation = _isolation(args, args.kind)
     if isolation is None:
         return 1
-    try:
-        verdicts = score_items(args.kind, pairs, Limits(wall_time=args.code_timeout), concurrency=args.concurrency,
-                               isolation=isolation)
-    except SandboxError as problem:
-        hint = "" if args.unsafe_hooks else " (--unsafe-hooks scores without it, and is not a sandbox)"
-        print(f"bamasc: error: {problem}{hint}", file=sys.stderr)
-        return 1
+    # _isolation has checked the sandbox can run here: score_items refuses nothing more.
+    verdicts = score_items(args.kind, pairs, Limits(wall_time=args.code_timeout), concurrency=args.concurrency,
+                           isolation=isolation)
     if args.output:
         import json
 

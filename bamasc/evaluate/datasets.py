@@ -12,7 +12,7 @@ import json
 import os
 
 from bamasc.records import record
-from bamasc.rows import RowError, decode_text, parse_json, parse_line
+from bamasc.rows import RowError, decode_text, parse_json, parse_line, skip_space
 from bamasc.runtime.extract import last_boxed
 
 KINDS = ("gsm8k", "mbpp", "math")
@@ -173,18 +173,16 @@ def _file_rows(path: str, problems: list[Problem], skip_bad: bool):
 def _json_rows(path: str, text: str, problems: list[Problem], skip_bad: bool):
     """A JSON file: one object (default id None: the file names it), or an array of objects,
     each with the line it starts on and its 1-based position."""
-    position = _skip_space(text, 0)
+    position = skip_space(text, 0)
     if not text.startswith("[", position):
         try:
-            row, end = parse_json(text, position)
-            if text[_skip_space(text, end) :]:
-                raise RowError("not JSON", "extra data after the object", _line_of(text, _skip_space(text, end)))
+            row = parse_line(text)
         except RowError as problem:
             _report(Problem(path, problem.line or _line_of(text, position), None, str(problem)), problems, skip_bad)
             return
         yield path, _line_of(text, position), row, None
         return
-    position = _skip_space(text, position + 1)
+    position = skip_space(text, position + 1)
     index = 0
     while position < len(text) and text[position] != "]":
         try:
@@ -195,18 +193,12 @@ def _json_rows(path: str, text: str, problems: list[Problem], skip_bad: bool):
             return
         index += 1
         yield path, _line_of(text, position), row, str(index)
-        position = _skip_space(text, end)
+        position = skip_space(text, end)
         if text.startswith(",", position):
-            position = _skip_space(text, position + 1)
+            position = skip_space(text, position + 1)
         elif not text.startswith("]", position):
             _report(Problem(path, _line_of(text, position), None, "not JSON: expected ',' or ']'"), problems, skip_bad)
             return
-
-
-def _skip_space(text: str, position: int) -> int:
-    while position < len(text) and text[position] in " \t\r\n":
-        position += 1
-    return position
 
 
 def _line_of(text: str, position: int) -> int:

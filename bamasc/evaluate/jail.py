@@ -61,10 +61,7 @@ def main(argv: list[str]) -> None:
     config = json.loads(argv[0])
 
     def say(line: str) -> None:
-        try:
-            os.write(config["report"], (line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
-        except OSError:
-            pass
+        _tell(config["report"], line)
 
     try:
         _keep(config, say)
