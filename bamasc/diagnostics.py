@@ -104,11 +104,18 @@ class Diagnostic:
 def error(
     code: str, message: str, span: Span | None, *notes: Note, hint: str | None = None, redact: tuple[Span, ...] = ()
 ) -> Diagnostic:
-    return Diagnostic(code, ERROR, message, span, notes, hint, redact)
+    return _made(code, ERROR, message, span, notes, hint, redact)
 
 
 def warning(code: str, message: str, span: Span | None, *notes: Note, hint: str | None = None) -> Diagnostic:
-    return Diagnostic(code, WARNING, message, span, notes, hint)
+    return _made(code, WARNING, message, span, notes, hint, ())
+
+
+def _made(code, severity, message, span, notes, hint, redact) -> Diagnostic:
+    # Keys are masked once, where a diagnostic is made, so no output format can
+    # print one; source excerpts are masked where they are cut (`_masked_line`).
+    notes = tuple(Note(mask_keys(note.message), note.span) for note in notes)
+    return Diagnostic(code, severity, mask_keys(message), span, notes, mask_keys(hint) if hint else hint, redact)
 
 
 def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
@@ -155,13 +162,13 @@ def render_text(diagnostics: Iterable[Diagnostic], sources: Sources, limit: int 
 
 def _text_block(diagnostic: Diagnostic, sources: Sources, secrets: tuple[Span, ...] = ()) -> str:
     where = f"{diagnostic.span}: " if diagnostic.span else ""
-    lines = [f"{where}{diagnostic.severity}[{diagnostic.code}]: {mask_keys(diagnostic.message)}"]
+    lines = [f"{where}{diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"]
     if diagnostic.span:
         lines.extend(_excerpt(diagnostic.span, sources, secrets))
     for note in diagnostic.notes:
-        lines.append(f"  note: {mask_keys(note.message)}" + (f" ({note.span})" if note.span else ""))
+        lines.append(f"  note: {note.message}" + (f" ({note.span})" if note.span else ""))
     if diagnostic.hint:
-        lines.append(f"  help: {mask_keys(diagnostic.hint)}")
+        lines.append(f"  help: {diagnostic.hint}")
     return "\n".join(lines)
 
 
@@ -203,17 +210,17 @@ def to_dict(diagnostic: Diagnostic) -> dict:
         "code": diagnostic.code,
         "name": diagnostic.name,
         "severity": diagnostic.severity,
-        "message": mask_keys(diagnostic.message),
+        "message": diagnostic.message,
         "file": span.file if span else None,
         "line": span.line if span else None,
         "column": span.col if span else None,
         "end_line": span.end_line if span else None,
         "end_column": span.end_col if span else None,
         "notes": [
-            {"message": mask_keys(n.message), **({"file": n.span.file, "line": n.span.line, "column": n.span.col} if n.span else {})}
+            {"message": n.message, **({"file": n.span.file, "line": n.span.line, "column": n.span.col} if n.span else {})}
             for n in diagnostic.notes
         ],
-        "hint": mask_keys(diagnostic.hint) if diagnostic.hint else diagnostic.hint,
+        "hint": diagnostic.hint,
     }
 
 
@@ -265,13 +272,13 @@ def render_sarif(diagnostics: Iterable[Diagnostic], root: str | None = None) -> 
             "ruleId": d.code,
             "ruleIndex": codes.index(d.code),
             "level": "error" if d.severity == ERROR else "warning",
-            "message": {"text": mask_keys(text)},
+            "message": {"text": text},
         }
         if d.span:
             result["locations"] = [_sarif_location(d.span, root)]
         if any(n.span for n in d.notes):
             result["relatedLocations"] = [
-                {**_sarif_location(n.span, root), "id": i, "message": {"text": mask_keys(_sentence(n.message))}}
+                {**_sarif_location(n.span, root), "id": i, "message": {"text": _sentence(n.message)}}
                 for i, n in enumerate(d.notes)
                 if n.span
             ]
@@ -362,7 +369,7 @@ def render_github(diagnostics: Iterable[Diagnostic]) -> str:
                 f"endLine={d.span.end_line}",
                 f"endColumn={d.span.end_col}",
             ] + properties
-        message = mask_keys(d.message + (f"\n{d.hint}" if d.hint else ""))
+        message = d.message + (f"\n{d.hint}" if d.hint else "")
         lines.append(f"::{d.severity} {','.join(properties)}::{_escape_data(message)}")
     return "\n".join(lines)
 
