@@ -524,12 +524,9 @@ def run_exec(args) -> int:
     if args.resume and not args.trace:
         report.usage("--resume needs --trace FILE: the trace holds what each task already spent")
         return report.exit_code
-    if args.trace:
-        try:  # before any task runs: a trace that cannot be written would lose every charge
-            open(args.trace, "a", encoding="utf-8").close()
-        except OSError as problem:
-            report.usage(f"cannot write the trace {args.trace}: {problem.strerror or problem}")
-            return report.exit_code
+    # Before any task runs: a trace that cannot be written would lose every charge.
+    if args.trace and not writable(report, args.trace, "the trace"):
+        return report.exit_code
     options = ExecOptions(
         concurrency=args.concurrency,
         trace_path=args.trace,
