@@ -119,23 +119,24 @@ def read_jsonl(path: str, read_row, error: type[Exception], skip_bad: bool = Fal
     values: list = []
     problems: list[str] = []
     try:
-        numbered = list(lines(path))
+        handle = open(path, "rb")
     except OSError as problem:
         raise error(f"{path}: cannot read the file: {problem.strerror}") from None
-    for number, line in numbered:
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
+    with handle:  # line by line: a large dataset is never held twice
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
             try:
-                value = parse_line(line)
-            except RowError as problem:
-                raise error(f"{where}: {problem}") from None
-            values.append(read_row(value, number, where))
-        except error as problem:
-            if not skip_bad:
-                raise
-            problems.append(str(problem))
+                try:
+                    value = parse_line(line)
+                except RowError as problem:
+                    raise error(f"{where}: {problem}") from None
+                values.append(read_row(value, number, where))
+            except error as problem:
+                if not skip_bad:
+                    raise
+                problems.append(str(problem))
     return values, problems
 
 
