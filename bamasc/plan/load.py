@@ -46,12 +46,7 @@ def load_plan(path: str) -> tuple[Plan, object]:
     recompile) or PlanVerificationError (a field differs from what the sources
     give, or a bound does not hold). Each message names the field and its value.
     """
-    data = read_plan_data(path)
-    try:
-        settings = read_settings(data)
-    except PlanFormatError as problem:
-        raise PlanFormatError(f"{path}: {problem}") from None
-    plan_dir = os.path.dirname(os.path.abspath(path))
+    data, settings, plan_dir = _opened(path)
     command = recompile_command(settings, plan_dir, path)
     changed = _changed_sources(settings, plan_dir)
     if changed:
@@ -76,13 +71,18 @@ def check_written_plan(path: str, plan: Plan, program) -> None:
     Nothing is compiled again: `plan` was compiled a moment ago from the same
     sources and settings, which is what loading would repeat.
     """
+    data, settings, plan_dir = _opened(path)
+    _confirm(path, data, settings, recompile_command(settings, plan_dir, path), plan, program)
+
+
+def _opened(path: str) -> tuple[dict, Settings, str]:
+    """The plan file's data, the settings it was compiled with, and its folder (source paths are relative to it)."""
     data = read_plan_data(path)
     try:
         settings = read_settings(data)
     except PlanFormatError as problem:
         raise PlanFormatError(f"{path}: {problem}") from None
-    plan_dir = os.path.dirname(os.path.abspath(path))
-    _confirm(path, data, settings, recompile_command(settings, plan_dir, path), plan, program)
+    return data, settings, os.path.dirname(os.path.abspath(path))
 
 
 def _confirm(path: str, data: dict, settings: Settings, command: str, plan: Plan, program) -> None:
