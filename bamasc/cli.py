@@ -263,7 +263,7 @@ def _print_diagnostics(diagnostics, sources) -> None:
 
 def _compile(report: Report, path: str, system, budget, method, plan_dir=None):
     """Compile or report why not; returns the Compiled result or None."""
-    from bamasc.compiler import CompileError, compile_file
+    from bamasc.plan.compile import CompileError, compile_file
 
     if not os.path.isfile(path):
         report.usage(f"no such file: {path}")
@@ -325,7 +325,7 @@ def run_compile(args) -> int:
 
 def _print_policy_choice(report: Report, plan, program, task: str, out) -> None:
     """`compile --task`: each policy system's template probabilities for the task, and its pick."""
-    from bamasc.policy.checkpoint import PolicyError
+    from bamasc.policy.errors import PolicyError
     from bamasc.policy.select import PolicySelector, feasibility, policy_path, probability_text
 
     systems = [system for system in plan.systems if system.selection["rule"] == "policy"]
@@ -431,7 +431,7 @@ def _plan_and_program(report: Report, args):
 
 
 def run_explain(args) -> int:
-    from bamasc.optimize.explain import explain_text
+    from bamasc.plan.explain import explain_text
 
     report = Report()
     loaded = _plan_and_program(report, args)
@@ -543,7 +543,7 @@ def run_exec(args) -> int:
     try:
         system = plan.system(args.system)
         if system.selection["rule"] == "policy" and not args.template:
-            from bamasc.policy.checkpoint import PolicyError
+            from bamasc.policy.errors import PolicyError
             from bamasc.policy.select import selector_for
 
             try:

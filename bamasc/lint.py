@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from bamasc.check import check
+from bamasc.ir.budget import check_loaded
 from bamasc.diagnostics import Diagnostic, Sources
 from bamasc.loader import load
 from bamasc.records import replace
@@ -27,7 +27,7 @@ def lint_paths(paths: list[str]) -> LintResult:
         loaded = load(path)
         diagnostics = [_with_directory_hint(d, path) for d in loaded.diagnostics]
         if loaded.modules:
-            _, found = check(loaded)
+            _, found = check_loaded(loaded)
             diagnostics.extend(found)
         for source in loaded.sources.values():
             result.sources.add(source)

@@ -50,7 +50,7 @@ def main() -> None:
         print(f"| {name} | {statistics.median(values) * 1000:.0f} | {min(values) * 1000:.0f} | {max(values) * 1000:.0f} |")
 
     sys.path.insert(0, ROOT)
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
 
     path = os.path.join(ROOT, "examples", "gsm8k.bam")
     start = time.perf_counter()

@@ -100,7 +100,7 @@ def main() -> None:
 
     import llama_cpp
 
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
     from bamasc.runtime.execute import Task
     from bamasc.runtime.providers import make_provider
     from bamasc.runtime.providers.llamacpp_provider import llama_options

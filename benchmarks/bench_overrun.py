@@ -24,7 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bamasc.compiler import compile_file  # noqa: E402
+from bamasc.plan.compile import compile_file  # noqa: E402
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard  # noqa: E402
 from bamasc.runtime.interpreter import TaskRun  # noqa: E402
 from bamasc.runtime.providers.fake import FakeProvider  # noqa: E402

@@ -108,7 +108,7 @@ system s {{ models = [remote] topologies = [single] budget = 1000 answer = numbe
 
 
 def compile_for(base_url: str, folder: str):
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
 
     path = os.path.join(folder, "bench.bam")
     with open(path, "w") as handle:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bamasc.check.program import Model
+from bamasc.program import Model
 from bamasc.source import Span
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,7 +8,7 @@ import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bamasc.check import check
+from bamasc.ir.budget import check_loaded as check
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
 from bamasc.ir.graph import call_graph, verified_cost

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from bamasc.cli import main
-from bamasc.compiler import compile_file
+from bamasc.plan.compile import compile_file
 from bamasc.plan.load import PlanVerificationError, StalePlanError, load_plan
 from bamasc.plan.schema import dumps
 from tests.conftest import ROOT

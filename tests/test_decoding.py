@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bamasc.check.program import DecodingSettings
+from bamasc.program import DecodingSettings
 from bamasc.lint import lint_paths
 from bamasc.loader import load
 from bamasc.check import check
@@ -62,7 +62,7 @@ def test_out_of_range_and_wrong_types_are_reported_at_the_value(tmp_path):
 
 
 def test_every_call_sends_the_decoding(tmp_path):
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
     from bamasc.runtime.guard import BudgetGuard
     from bamasc.runtime.interpreter import TaskRun
     from bamasc.runtime.providers.fake import FakeProvider

@@ -112,7 +112,7 @@ def _write(tmp_path, body: str, encoding: str) -> list[str]:
 
 def _compile(path: str, tmp_path):
     # The solver loads only for compile-stage examples.
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
 
     return compile_file(path, plan_dir=str(tmp_path / "plans"))
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from bamasc.cli import main
-from bamasc.compiler import CompileError, compile_file
+from bamasc.plan.compile import CompileError, compile_file
 from bamasc.diagnostics import CODES, ERROR, render_github, render_json, render_sarif, render_text
 from bamasc.lint import lint_paths
 from tests.conftest import EXAMPLES, ROOT, STDLIB

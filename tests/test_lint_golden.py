@@ -26,7 +26,7 @@ CASES = sorted(FIXTURES.glob("*.bam"))
 NOT_IN_FIXTURES = {
     # Possible, but a fixture would have to be a file over 8 MiB: test_file_too_large makes one on the fly.
     "BAM008": "file-too-large",
-    # Impossible for `bamasc lint`: only `bamasc compile` emits them (bamasc/compiler.py), after
+    # Impossible for `bamasc lint`: only `bamasc compile` emits them (bamasc/plan/compile.py), after
     # solving the binding problem; lint never imports the compiler or a solver, and its static
     # budget check reports BAM404/BAM405 instead.
     "BAM501": "template-infeasible",

@@ -10,7 +10,7 @@ import pytest
 
 from bamasc import limits
 from bamasc.cli import main
-from bamasc.compiler import CompileError, compile_file
+from bamasc.plan.compile import CompileError, compile_file
 from bamasc.diagnostics import CODES, render_text
 from bamasc.lint import lint_paths
 from bamasc.optimize import ilp

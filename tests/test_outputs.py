@@ -171,7 +171,7 @@ def _segment_meets_box(a, b, box) -> bool:
 def _templates():
     import glob
 
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
 
     for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.bam"))):
         plan = compile_file(path).plan

@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from bamasc.cli import main
-from bamasc.compiler import compile_file
+from bamasc.plan.compile import compile_file
 from bamasc.plan.build import build_plan
 from bamasc.plan.load import PlanVerificationError, StalePlanError, load_plan
 from bamasc.plan.schema import PlanFormatError, dumps, to_data

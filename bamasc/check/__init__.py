@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bamasc.check.feasibility import check_caps, check_feasibility
+from bamasc.check.caps import check_caps
 from bamasc.check.models import read_model
-from bamasc.check.program import Program
+from bamasc.program import Program
 from bamasc.check.prompts import check_prompts
 from bamasc.check.references import check_references
 from bamasc.check.roles import read_role
@@ -24,7 +24,7 @@ _READERS = {
 # Passes over a program whose declarations all resolved; each returns diagnostics.
 PASSES = (check_references,)
 # Passes that need a program free of errors (they compute with its values).
-COMPUTING_PASSES = (check_caps, check_feasibility)
+COMPUTING_PASSES = (check_caps,)
 
 
 def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
@@ -60,8 +60,8 @@ def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
     )
     for run in PASSES:
         diagnostics.extend(run(program))
-    # Each computing pass relies on the ones before it having found nothing
-    # (the budget check needs every call capped), so stop at the first error.
+    # Each computing pass relies on the ones before it having found nothing,
+    # so stop at the first error (the budget check in ir needs every call capped).
     for run in COMPUTING_PASSES:
         if has_errors(diagnostics) or has_errors(loaded.diagnostics):
             break

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.check.attributes import Attributes, shown
-from bamasc.check.program import DecodingSettings
+from bamasc.program import DecodingSettings
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.syntax import ast
 

@@ -6,7 +6,7 @@ import re
 
 from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
-from bamasc.check.program import PAID_PROVIDERS, PROVIDERS, Model
+from bamasc.program import PAID_PROVIDERS, PROVIDERS, Model
 from bamasc.diagnostics import Diagnostic, error, warning
 from bamasc.encodings import ENCODINGS, OPENAI_FAMILIES, encoding_for
 from bamasc.limits import MAX_PRICE, MAX_QUALITY, MAX_TIER

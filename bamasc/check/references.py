@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.check.attributes import did_you_mean
-from bamasc.check.program import Program
+from bamasc.program import Program
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 
 

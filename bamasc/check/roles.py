@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bamasc.check.attributes import Attributes
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
-from bamasc.check.program import READS, Role
+from bamasc.program import READS, Role
 from bamasc.diagnostics import Diagnostic
 from bamasc.syntax import ast
 

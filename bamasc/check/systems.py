@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.check.attributes import LIMITS_HINT, Attributes, out_of_range, shown
-from bamasc.check.program import (
+from bamasc.program import (
     ANSWER_KINDS,
     DEFAULT_MIN_AGENTS,
     DEFAULT_REWARD,

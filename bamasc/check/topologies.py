@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bamasc.check.attributes import LIMITS_HINT, did_you_mean, out_of_range, shown
 from bamasc.check.linear import NotLinear, linear_row
-from bamasc.check.program import Slot, Topology
+from bamasc.program import Slot, Topology
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.limits import MAX_REQUIRE_CONSTANT, MAX_TIER, written
 from bamasc.syntax import ast

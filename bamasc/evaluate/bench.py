@@ -89,7 +89,7 @@ def write_results(data: dict, path: str) -> None:
 
 def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, code_concurrency, code_limits,
          isolation: str = "namespaces") -> dict:
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
 
     compiled = compile_file(path, system=system, budget=budget)
     declared = compiled.program.systems[system].budget if compiled.program is not None else None
@@ -106,7 +106,7 @@ def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, c
     template = plan.template(plan.selection["selected"])
     if plan.selection["rule"] == "policy" and options.selector is None:
         # As `bamasc exec` does: the system's policy picks a template per task.
-        from bamasc.policy.checkpoint import PolicyError
+        from bamasc.policy.errors import PolicyError
         from bamasc.policy.select import selector_for
 
         try:

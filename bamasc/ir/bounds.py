@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bamasc.check.program import Model, Program, Role
+from bamasc.program import Model, Program, Role
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import CallNode
 from bamasc.records import record

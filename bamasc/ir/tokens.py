@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # a runtime import would cycle: check -> feasibility -> ir.bounds -> here
-    from bamasc.check.program import Model, Role
+from bamasc.program import Model, Role
 
 # Chat formats wrap each message in role markers and separators; 8 tokens covers
 # the OpenAI, Anthropic and common GGUF chat templates per message.

@@ -10,7 +10,7 @@ Every call carries the condition under which it runs, or None if it always does.
 
 from __future__ import annotations
 
-from bamasc.check.program import Topology
+from bamasc.program import Topology
 from bamasc.records import record
 from bamasc.syntax import ast
 

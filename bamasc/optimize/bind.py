@@ -24,7 +24,7 @@ import math
 from dataclasses import replace
 
 from bamasc.check.linear import linear_row
-from bamasc.check.program import Program, System
+from bamasc.program import Program, System
 from bamasc.ir.bounds import CallBound, call_bounds
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll

@@ -6,7 +6,7 @@ import hashlib
 import os
 
 from bamasc import __version__
-from bamasc.check.program import Program
+from bamasc.program import Program
 from bamasc.optimize.bind import TemplateBinding, select_template
 from bamasc.plan.schema import (
     SCHEMA_VERSION,

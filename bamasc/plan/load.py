@@ -115,7 +115,7 @@ def recompile_command(settings: Settings, plan_dir: str, path: str) -> str:
 
 
 def _recompile(settings: Settings, plan_dir: str, path: str):
-    from bamasc.compiler import CompileError, compile_file
+    from bamasc.plan.compile import CompileError, compile_file
 
     try:
         compiled = compile_file(source_path(settings.root, plan_dir), settings.system, settings.budget, settings.method, plan_dir)
@@ -172,14 +172,14 @@ def _file_sha256(path: str) -> str | None:
 
 
 def _program(root: str, plan_dir: str):
-    from bamasc.check import check
+    from bamasc.ir.budget import check_loaded
     from bamasc.diagnostics import has_errors
     from bamasc.loader import load
 
     loaded = load(source_path(root, plan_dir))
     if has_errors(loaded.diagnostics) or not loaded.modules:
         return None
-    program, diagnostics = check(loaded)
+    program, diagnostics = check_loaded(loaded)
     return None if has_errors(diagnostics) else program
 
 

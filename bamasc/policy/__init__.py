@@ -10,7 +10,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bamasc.policy.checkpoint import PolicyError, load_policy, save_policy
+    from bamasc.policy.checkpoint import load_policy, save_policy
+    from bamasc.policy.errors import PolicyError
     from bamasc.policy.data import OfflineRow, collect, read_rows
     from bamasc.policy.features import Features, HashedWords, MiniLM
     from bamasc.policy.model import TopologyPolicy
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from bamasc.policy.train import Reward, TrainConfig, loss_fn, train_policy, train_step
 
 _HOMES = {
-    "PolicyError": "checkpoint",
+    "PolicyError": "errors",
     "load_policy": "checkpoint",
     "save_policy": "checkpoint",
     "OfflineRow": "data",

@@ -14,13 +14,10 @@ import hashlib
 import json
 import os
 
+from bamasc.policy.errors import PolicyError
 from bamasc.records import record
 
 FORMAT_VERSION = 1
-
-
-class PolicyError(Exception):
-    """A checkpoint that cannot be used: missing, damaged, or made for another system or embedding."""
 
 
 def metadata_path(checkpoint: str) -> str:

@@ -118,7 +118,7 @@ def _end_progress_line() -> None:
 def _checked_system(report, path: str, name: str | None):
     """The named (or only) system of a checked .bam file, or None once the problems are printed."""
     from bamasc.cli import _print_diagnostics
-    from bamasc.compiler import check_file
+    from bamasc.plan.compile import check_file
 
     program, diagnostics, sources = check_file(path)
     report.add(diagnostics)
@@ -193,7 +193,7 @@ def run_collect(args) -> int:
 def _plans(report, path: str, system: str, budgets) -> dict | None:
     """The system compiled at each budget: {budget: (plan or None when no template fits, program)}."""
     from bamasc.cli import _print_diagnostics
-    from bamasc.compiler import compile_file
+    from bamasc.plan.compile import compile_file
 
     plans = {}
     for budget in budgets:

@@ -25,7 +25,7 @@ import struct
 
 import numpy as np
 
-from bamasc.policy.checkpoint import PolicyError
+from bamasc.policy.errors import PolicyError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 HASHED = "hashed-words-384"

@@ -6,7 +6,8 @@ import os
 
 import numpy as np
 
-from bamasc.policy.checkpoint import LoadedPolicy, PolicyError, load_policy
+from bamasc.policy.checkpoint import LoadedPolicy, load_policy
+from bamasc.policy.errors import PolicyError
 from bamasc.policy.features import Features, budget_feature, default_cache_dir
 
 

@@ -14,7 +14,7 @@ import random
 import re
 import time
 
-from bamasc.check.program import Program
+from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.unroll import call_id
 from bamasc.records import record

@@ -131,7 +131,7 @@ def test_train_rejects_rows_of_templates_the_system_lacks(trained, tmp_path, cap
 
 
 def test_the_reward_block_is_read_into_the_system(write_bam):
-    from bamasc.compiler import check_file
+    from bamasc.plan.compile import check_file
 
     path = write_bam(Path(GSM8K).read_text(encoding="utf-8").replace(
         "on_exhausted = best_so_far", "on_exhausted = best_so_far\n  reward { failure = -2  overflow = 5 }"))

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from bamasc.compiler import compile_file
+from bamasc.plan.compile import compile_file
 from tests.conftest import ROOT
 from tests.runtime.servers import Action, openai_server  # noqa: F401 (fixture)
 from tests.runtime.test_wire import KEY

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bamasc.check.program import Model
+from bamasc.program import Model
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard
 from bamasc.source import Span
 

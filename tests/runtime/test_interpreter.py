@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bamasc.cli import main
-from bamasc.compiler import compile_file
+from bamasc.plan.compile import compile_file
 from bamasc.runtime.execute import DatasetError, read_dataset
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun

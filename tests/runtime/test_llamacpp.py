@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from bamasc.check.program import Model
-from bamasc.compiler import compile_file
+from bamasc.program import Model
+from bamasc.plan.compile import compile_file
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import Message, ProviderError, make_provider

@@ -13,7 +13,7 @@ import time
 import aiohttp
 import pytest
 
-from bamasc.check.program import Model
+from bamasc.program import Model
 from bamasc.runtime.providers import (
     Completion,
     Message,

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from bamasc.cli import main
-from bamasc.compiler import compile_file
+from bamasc.plan.compile import compile_file
 from bamasc.runtime.execute import ExecOptions, Task, run_tasks
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.trace import TraceError, read_ledgers

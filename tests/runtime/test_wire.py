@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bamasc.compiler import compile_file
+from bamasc.plan.compile import compile_file
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from bamasc.check import check
+from bamasc.ir.budget import check_loaded
 from bamasc.diagnostics import Diagnostic, Note, Sources, error, has_errors, warning
 from bamasc.limits import MAX_BUDGET, written
 from bamasc.loader import load
@@ -32,7 +32,7 @@ def check_file(path: str):
     diagnostics = list(loaded.diagnostics)
     program = None
     if loaded.modules:
-        program, found = check(loaded)
+        program, found = check_loaded(loaded)
         diagnostics.extend(found)
     sources = Sources()
     for source in loaded.sources.values():

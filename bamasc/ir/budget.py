@@ -9,12 +9,22 @@ compiler says so).
 
 from __future__ import annotations
 
-
-from bamasc.check.program import Program, System
-from bamasc.diagnostics import Diagnostic, Note, error, warning
+from bamasc.check import check
+from bamasc.diagnostics import Diagnostic, Note, error, has_errors, warning
 from bamasc.ir.bounds import cheapest_cost
 from bamasc.ir.unroll import unroll
+from bamasc.loader import Loaded
+from bamasc.program import Program, System
 from bamasc.words import rounded_up
+
+
+def check_loaded(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
+    """The typed program and every problem found in it: the semantic checks, then
+    (on a program free of errors) the static budget check over each unrolled flow."""
+    program, diagnostics = check(loaded)
+    if not (has_errors(diagnostics) or has_errors(loaded.diagnostics)):
+        diagnostics.extend(check_budgets(program))
+    return program, diagnostics
 
 
 def template_floor(program: Program, system: System, topology_name: str) -> float:
@@ -25,30 +35,7 @@ def template_floor(program: Program, system: System, topology_name: str) -> floa
     return cheapest_cost(calls, pool, program, system.task_tokens)
 
 
-def check_caps(program: Program) -> list[Diagnostic]:
-    """Every call needs a finite output cap: from its role, or from every model that may run it."""
-    diagnostics = []
-    for system in program.systems.values():
-        uncapped = [program.models[m] for m in system.models if program.models[m].max_output is None]
-        if not uncapped:
-            continue
-        for name in system.topologies:
-            for slot in program.topologies[name].slots:
-                role = program.roles[slot.role]
-                if role.max_output is None:
-                    diagnostics.append(
-                        error(
-                            "BAM107",
-                            f"role '{role.name}' has no max_output, and model '{uncapped[0].name}' of system "
-                            f"'{system.name}' sets none either, so its calls have no output cap",
-                            role.span,
-                            hint="add `max_output = 384` to the role",
-                        )
-                    )
-    return _unique(diagnostics)
-
-
-def check_feasibility(program: Program) -> list[Diagnostic]:
+def check_budgets(program: Program) -> list[Diagnostic]:
     diagnostics = []
     for system in program.systems.values():
         if system.budget is None or not system.topologies:
@@ -83,12 +70,3 @@ def check_feasibility(program: Program) -> list[Diagnostic]:
     return diagnostics
 
 
-def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    seen = set()
-    result = []
-    for d in diagnostics:
-        key = (d.code, d.span, d.message)
-        if key not in seen:
-            seen.add(key)
-            result.append(d)
-    return result
