@@ -27,8 +27,8 @@ step) and the handwritten `HANDWRITTEN` ones, which between them use every
 combinator: direct call, chain, parallel, vote, refine, and plan with and
 without a reviewing critic.
 
-Regenerate every golden of this module, after a change that is meant to
-alter them (review the diff before committing):
+Regenerate every golden of this module and of `tests/cli_golden.py`, after a
+change that is meant to alter them (review the diff before committing):
 
     python -m tests.stages --write
 """
@@ -51,7 +51,7 @@ STAGES = ROOT / "tests" / "fixtures" / "stages"
 
 # Copied into STAGES by --write, so that the goldens follow the shipped files.
 ORIGINALS = ("examples", "stdlib_topologies")
-# Written by hand for these goldens.
+# Written by hand for these goldens (and used by tests/cli_golden.py).
 HANDWRITTEN = ("combinators.bam", "tight.bam", "imports.bam", "pool.bam")
 
 # Sources whose plan is compiled with more than the defaults: the options of
@@ -356,10 +356,14 @@ def write() -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if argv != ["--write"]:
-        print("usage: python -m tests.stages --write   (regenerates the stage goldens)", file=sys.stderr)
+        print("usage: python -m tests.stages --write   (regenerates the stage and CLI goldens)", file=sys.stderr)
         return 2
+    from tests import cli_golden
+
     stage_files = write()
+    cli_files = cli_golden.write()
     print(f"wrote {len(stage_files)} stage goldens in {STAGES.relative_to(ROOT)}")
+    print(f"wrote {len(cli_files)} CLI goldens in {cli_golden.GOLDEN.relative_to(ROOT)}")
     return 0
 
 

@@ -2,8 +2,8 @@
 
 Each test compares today's output with `tests/fixtures/stages/NAME.{ast.txt,ir.txt,plan.json}`
 byte for byte and shows a unified diff when they differ. After a change that is
-meant to alter them, regenerate them and review
-the diff before committing:
+meant to alter them, regenerate every golden (these and the CLI ones) and
+review the diff before committing:
 
     python -m tests.stages --write
 """
