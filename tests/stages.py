@@ -252,7 +252,7 @@ def _vector_lines(topology) -> list[str]:
 
 
 def dump_ir(name: str) -> str:
-    from bamasc.compiler import check_file, compile_file
+    from bamasc.plan.compile import check_file, compile_file
 
     path = str(STAGES / name)
     options = COMPILE_OPTIONS.get(name, {})
