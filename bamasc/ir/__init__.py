@@ -1,5 +1,6 @@
-"""IR: unrolls a template's flow into its call DAG and bounds the tokens and cost of every call.
+"""IR: the flow walker, the unrolled calls of a template, their token and cost bounds, the static
+budget check, and the bound template's call graph.
 
-`unroll` and `bounds` are plain Python so that `bamasc lint` can use them;
-`graph` builds the NetworkX view for the compiler.
+`walk`, `unroll`, `bounds` and `budget` are plain Python, so that `bamasc lint` can use them;
+`graph` builds the NetworkX DiGraph the compiler, plan loading, `explain` and `graph` read.
 """

@@ -1,4 +1,17 @@
-"""The call DAG of a bound template as a NetworkX graph, and the bound checked on it."""
+"""The IR of a bound template: one NetworkX DiGraph of the calls it may make.
+
+Nodes are call ids, in flow order, carrying the call's fields (slot, instance,
+role, reads_task, condition, combinator) and, once bound, its model and token
+and cost bounds; an edge u -> v means v's prompt holds u's output, and a
+node's predecessors come in the order its prompt reads them. The graph's
+`answer` attribute names the calls the flow's answer is (one of).
+
+The compiler builds it once per bound template (`plan/build.py`); loading a
+plan rebuilds it from the plan's nodes to check every bound on it; `graph`,
+`explain` and the drawing read it. The walker's plain call list stays the
+form that lint and the binder's inner loops use: importing NetworkX alone
+takes longer than a whole `bamasc lint`.
+"""
 
 from __future__ import annotations
 
@@ -7,33 +20,21 @@ import networkx as nx
 from bamasc.ir.bounds import CallBound
 from bamasc.ir.unroll import CallNode
 
+# The fields of a call that are not its id or its reads.
+CALL_FIELDS = ("slot", "instance", "role", "reads_task", "condition", "combinator")
+BOUND_FIELDS = ("model", "input_tokens", "output_tokens", "input_cost", "output_cost", "cost")
 
-def call_graph(calls: tuple[CallNode, ...], bounds: tuple[CallBound, ...] = ()) -> nx.DiGraph:
-    """One node per possible call; an edge u -> v when v's prompt holds u's output.
 
-    Edges into a call that runs only under a condition are marked conditional.
-    """
-    graph = nx.DiGraph()
+def call_graph(calls, bounds: tuple[CallBound, ...] = (), answer: tuple[str, ...] = ()) -> nx.DiGraph:
+    """The graph of `calls` (records with `id`, `inputs` and the call fields; plan nodes
+    also carry their bound), with the bound of each call in `bounds` added."""
+    graph = nx.DiGraph(answer=tuple(answer))
     by_id = {bound.node: bound for bound in bounds}
     for call in calls:
-        attributes = {
-            "slot": call.slot,
-            "instance": call.instance,
-            "role": call.role,
-            "condition": call.condition,
-            "combinator": call.combinator,
-            "reads_task": call.reads_task,
-        }
+        attributes = {name: getattr(call, name) for name in CALL_FIELDS + BOUND_FIELDS if hasattr(call, name)}
         bound = by_id.get(call.id)
         if bound is not None:
-            attributes.update(
-                model=bound.model,
-                input_tokens=bound.input_tokens,
-                output_tokens=bound.output_tokens,
-                input_cost=bound.input_cost,
-                output_cost=bound.output_cost,
-                cost=bound.cost,
-            )
+            attributes.update({name: getattr(bound, name) for name in BOUND_FIELDS})
         graph.add_node(call.id, **attributes)
         for source in call.inputs:
             graph.add_edge(source, call.id, conditional=call.condition is not None)
@@ -42,9 +43,18 @@ def call_graph(calls: tuple[CallNode, ...], bounds: tuple[CallBound, ...] = ()) 
     return graph
 
 
-def graph_cost(graph: nx.DiGraph) -> float:
-    """Worst-case cost of the plan: the sum over every call that may run."""
-    return sum(data["cost"] for _, data in graph.nodes(data=True))
+def reads(graph: nx.DiGraph, node: str) -> tuple[str, ...]:
+    """The calls whose outputs `node`'s prompt holds, first read first."""
+    return tuple(graph.predecessors(node))
+
+
+def calls_of(graph: nx.DiGraph) -> tuple[CallNode, ...]:
+    """The graph's calls in flow order, as the unroller listed them."""
+    return tuple(
+        CallNode(node, *(data[name] for name in ("slot", "instance", "role", "reads_task")), reads(graph, node),
+                 data["condition"], data["combinator"])
+        for node, data in graph.nodes(data=True)
+    )
 
 
 def verified_cost(graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int, tolerance: float = 1e-6) -> float:

@@ -120,27 +120,11 @@ def template_plan(binding: TemplateBinding) -> TemplatePlan:
     nodes = ()
     answer_nodes = ()
     if binding.feasible:
-        bounds = {b.node: b for b in binding.bounds}
-        nodes = tuple(
-            PlanNode(
-                id=call.id,
-                slot=call.slot,
-                instance=call.instance,
-                role=call.role,
-                model=bounds[call.id].model,
-                inputs=call.inputs,
-                reads_task=call.reads_task,
-                condition=call.condition,
-                combinator=call.combinator,
-                input_tokens=bounds[call.id].input_tokens,
-                output_tokens=bounds[call.id].output_tokens,
-                input_cost=bounds[call.id].input_cost,
-                output_cost=bounds[call.id].output_cost,
-                cost=bounds[call.id].cost,
-            )
-            for call in binding.unrolled.calls
-        )
-        answer_nodes = binding.unrolled.answer.nodes
+        from bamasc.ir.graph import call_graph, reads
+
+        graph = call_graph(binding.unrolled.calls, binding.bounds, binding.unrolled.answer.nodes)
+        nodes = tuple(PlanNode(id=node, inputs=reads(graph, node), **data) for node, data in graph.nodes(data=True))
+        answer_nodes = graph.graph["answer"]
     return TemplatePlan(
         name=binding.template,
         feasible=binding.feasible,

@@ -19,12 +19,13 @@ ROW_GAP = 0.35  # inches between the slots of one column
 
 def layout(template: TemplatePlan) -> tuple[dict[str, tuple[float, float, float, float]], list[tuple[str, str, list, bool]]]:
     """Boxes by node name as (x0, y0, x1, y1), and edges as (source, target, polyline points, conditional)."""
+    graph = template.graph()
     predecessors: dict[str, list[tuple[str, bool]]] = {"task": []}
-    for node in template.nodes:
-        conditional = node.condition is not None
-        sources = (["task"] if node.reads_task else []) + list(node.inputs)
-        predecessors[node.id] = [(source, conditional) for source in sources]
-    predecessors["answer"] = [(source, False) for source in template.answer_nodes]
+    for node, data in graph.nodes(data=True):
+        conditional = data["condition"] is not None
+        sources = (["task"] if data["reads_task"] else []) + list(graph.predecessors(node))
+        predecessors[node] = [(source, conditional) for source in sources]
+    predecessors["answer"] = [(source, False) for source in graph.graph["answer"]]
 
     layer: dict[str, int] = {}
 
@@ -88,8 +89,8 @@ def draw_png(template: TemplatePlan, path: str) -> None:
 
     boxes, edges = layout(template)
     labels = {"task": "task", "answer": "answer"}
-    for node in template.nodes:
-        labels[node.id] = f"{node.role}@{node.model}\n{node.id}\n<= {node.cost:.1f} µ$"
+    for node, data in template.graph().nodes(data=True):
+        labels[node] = f"{data['role']}@{data['model']}\n{node}\n<= {data['cost']:.1f} µ$"
     # Detours of long edges may run in lanes below every box: the canvas holds them too.
     lanes = [y for _, _, points, _ in edges for _, y in points]
     left = min(box[0] for box in boxes.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
-from bamasc.ir.unroll import unroll
+from bamasc.ir.graph import calls_of
 from bamasc.plan.render import _table, pick_template
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 from bamasc.words import counted
@@ -18,7 +18,7 @@ def _strength(model, role: str) -> tuple:
 def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> list[dict]:
     """For every seat and every other pool model: the bound with that one seat changed, and what breaks."""
     topology = program.topologies[template.name]
-    calls = unroll(topology, template.counts).calls
+    calls = calls_of(template.graph())
     pool = [program.models[name] for name in program.systems[system.name].models]
     chosen = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
     rows = [linear_row(r) for r in topology.requires]

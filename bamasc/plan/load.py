@@ -202,8 +202,6 @@ def _price_changes(prices, program) -> list[str]:
 
 def verify_plan(plan: Plan, program) -> None:
     """Every feasible template's bound, recomputed on its call graph, matches and fits the budget."""
-    import networkx as nx
-
     from bamasc.ir.graph import verified_cost
     from bamasc.ir.unroll import unroll
 
@@ -216,13 +214,8 @@ def verify_plan(plan: Plan, program) -> None:
                 raise PlanVerificationError(
                     f"system '{system.name}', template '{template.name}': the recorded calls differ from the flow's"
                 )
-            graph = nx.DiGraph()
-            for node in template.nodes:
-                graph.add_node(node.id, **{k: getattr(node, k) for k in node.__record_fields__ if k != "id"})
-                for source in node.inputs:
-                    graph.add_edge(source, node.id)
             try:
-                total = verified_cost(graph, program.roles, program.models, system.task_tokens)
+                total = verified_cost(template.graph(), program.roles, program.models, system.task_tokens)
             except ValueError as problem:
                 raise PlanVerificationError(f"system '{system.name}', template '{template.name}': {problem}") from None
             if abs(total - template.worst_case_cost) > 1e-6 * max(1.0, total):

@@ -54,6 +54,12 @@ class TemplatePlan:
     cheapest_cost: float | None  # when infeasible: the budget from which it becomes feasible
     binding_rows: tuple[str, ...]  # when infeasible: the rules that stop it
 
+    def graph(self):
+        """The template's call graph (ir/graph.py), rebuilt from its nodes."""
+        from bamasc.ir.graph import call_graph
+
+        return call_graph(self.nodes, answer=self.answer_nodes)
+
 
 @record
 class SystemPlan:

@@ -1,10 +1,11 @@
 """Runs one task through a bound template: the flow's calls, under the budget guard.
 
-The interpreter walks the topology's flow as the IR's unroller does and derives
-the same call ids, so every call it makes is a node of the plan whose bound
-was proven; a call the plan does not know is refused. Concurrent calls
-(`parallel`) run together on asyncio. Loops end early when a critic approves
-or a plan has fewer steps; the calls they skip are simply not made.
+The interpreter drives the flow walker (`ir/walk.py`) with real outputs: the
+walker says which call comes next and with which inputs, and takes the call's
+ids from the same place the unroller did, so every call made is a node of the
+plan whose bound was proven; a call the plan does not know is refused.
+Concurrent calls (`parallel`) run together on asyncio. Loops end early when a
+critic approves or a plan has fewer steps; the calls they skip are not made.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ import time
 
 from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
-from bamasc.ir.unroll import call_id
+from bamasc.ir.walk import Card, Decision, FlowValue, Parallel, walk
 from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.providers.base import Decoding, Message, ProviderError
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound
-from bamasc.syntax import ast
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)(\??)\s*\}\}")
 
@@ -105,9 +105,9 @@ class TaskRun:
         self.nodes = {node.id: node for node in template.nodes}
         self.model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
         self.counts = template.counts
-        self.values: dict[str, object] = {}
+        self.outputs: dict[str, Output] = {}  # by call id, each call made so far
+        self.cards: dict[str, list[str]] = {}  # a plan call's step cards
         self.best: Output | None = None
-        self.statement = 0
         self.calls_made = 0
         self.in_flight: set[asyncio.Future] = set()  # concurrent calls of a `parallel`, cancelled on overbilling
 
@@ -116,13 +116,7 @@ class TaskRun:
     async def run(self) -> TaskResult:
         status, error, result = "ok", None, None
         try:
-            for index, statement in enumerate(self.topology.flow):
-                self.statement = index
-                value = await self.expression(statement.expr)
-                if isinstance(statement, ast.Bind):
-                    self.values[statement.name] = value
-                else:
-                    result = value
+            result = await self.drive(walk(self.topology, self.counts))
         except BudgetExhausted:
             status = "exhausted"
         except TaskError as problem:
@@ -149,19 +143,14 @@ class TaskRun:
             calls=self.calls_made,
         )
 
-    def _final(self, value) -> Output | None:
+    def _final(self, value: FlowValue) -> Output | None:
         # A list as the answer (the steps of a plan) answers with its last output.
-        if isinstance(value, list):
-            return value[-1] if value else None
-        return value
+        return self.outputs[value.nodes[-1]] if value.nodes and not value.task else None
 
     def _fallback(self) -> Output | None:
         return self.best if self.system.on_exhausted == "best_so_far" else None
 
     # ------------------------------------------------------------ one call
-
-    def count(self, slot: str) -> int:
-        return self.counts.get(slot, 0)
 
     def render(self, template: str, inputs: dict[str, str], where: str = "") -> str:
         """`template` with its placeholders filled; only `{{name?}}` may render empty.
@@ -182,25 +171,27 @@ class TaskRun:
 
         return _PLACEHOLDER.sub(fill, template)
 
-    def inputs(self, call: ast.SlotCall) -> dict[str, str]:
-        return {arg.name: self.text_of(self.values.get(arg.name, None) if arg.name != "task" else self.task) for arg in call.args}
+    def inputs(self, call) -> dict[str, str]:
+        """The text of each input the walker gave the call (a later one of the same name wins)."""
+        return {name: self.text_of(value) for name, value in call.inputs}
 
-    def text_of(self, value) -> str:
-        if value is None:
-            return ""
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list):
-            return "\n\n".join(f"[{i + 1}] {output.text}" for i, output in enumerate(value))
-        return value.text
+    def text_of(self, value: FlowValue | Card) -> str:
+        if isinstance(value, Card):
+            return self.cards[value.plan][value.index]
+        if value.task:
+            return self.task
+        if value.many:
+            return "\n\n".join(f"[{i + 1}] {self.outputs[node].text}" for i, node in enumerate(value.nodes))
+        return self.outputs[value.nodes[0]].text if value.nodes else ""
 
-    async def call(self, slot: str, instance: int, label: str, inputs: dict[str, str]) -> Output:
-        node_id = call_id(slot, instance, self.statement, label)
+    async def call(self, request) -> Output:
+        node_id = request.id
         node = self.nodes.get(node_id)
         if node is None:
             raise TaskError(f"call {node_id} is not in the plan; recompile it")
         role = self.program.roles[node.role]
-        model = self.model_of[(slot, instance)]
+        model = self.model_of[(request.slot, request.instance)]
+        inputs = self.inputs(request)
         provider = self.providers[model.name]
         messages = []
         where = f"{node_id} (role '{role.name}'): "
@@ -255,7 +246,7 @@ class TaskRun:
                     if sibling is not asyncio.current_task():
                         sibling.cancel()
                 raise TaskOverbilled(self.guard.overbilled)
-            output = Output(completion.text, node_id, model.tier)
+            output = self.outputs[node_id] = Output(completion.text, node_id, model.tier)
             if role.reads not in ("verdict", "plan"):
                 self.best = output
             return output
@@ -299,33 +290,37 @@ class TaskRun:
             }
         )
 
-    # ------------------------------------------------------------ combinators
+    # ------------------------------------------------------------ the walk
 
-    async def expression(self, node):
-        return await getattr(self, "_" + type(node).__name__.lower())(node)
+    async def drive(self, steps) -> FlowValue:
+        """Make each call the walker asks for and answer each decision from the outputs."""
+        reply = None
+        while True:
+            try:
+                request = steps.send(reply)
+            except StopIteration as done:
+                return done.value
+            if isinstance(request, Decision):
+                reply = self.decide(request)
+            elif isinstance(request, Parallel):
+                reply = await self.parallel(request.calls)
+            else:
+                reply = await self.call(request)
 
-    async def _ref(self, node: ast.Ref):
-        return self.task if node.name == "task" else self.values.get(node.name)
+    def decide(self, decision: Decision):
+        if decision.kind == "approved":
+            return approved(self.outputs[decision.of].text)
+        if decision.kind == "steps":
+            plan = self.outputs[decision.of]
+            try:
+                cards = self.cards[plan.node] = step_cards(plan.text, decision.limit)
+            except MalformedPlan as problem:
+                raise TaskError(f"malformed plan from {plan.node}: {problem}") from None
+            return len(cards)
+        return self._majority([self.outputs[node] for node in decision.among]).node
 
-    async def _slotcall(self, node: ast.SlotCall):
-        if not self.count(node.slot):
-            return None
-        return await self.call(node.slot, 0, "call", self.inputs(node))
-
-    async def _chain(self, node: ast.Chain):
-        base = self.inputs(node.call)
-        previous = None
-        for position, instance in enumerate(reversed(range(self.count(node.call.slot)))):
-            extra = {"previous": previous.text} if previous else {}
-            previous = await self.call(node.call.slot, instance, f"chain{position}", {**base, **extra})
-        return previous
-
-    async def _parallel(self, node: ast.Parallel):
-        base = self.inputs(node.call)
-        calls = [
-            asyncio.ensure_future(self.call(node.call.slot, k, f"parallel{k}", base))
-            for k in range(self.count(node.call.slot))
-        ]
+    async def parallel(self, requests) -> list[Output]:
+        calls = [asyncio.ensure_future(self.call(request)) for request in requests]
         self.in_flight.update(calls)
         try:
             outcomes = await asyncio.gather(*calls, return_exceptions=True)
@@ -341,10 +336,6 @@ class TaskRun:
             raise next((f for f in failures if isinstance(f, TaskOverbilled)), failures[0])
         return done
 
-    async def _vote(self, node: ast.Vote):
-        drafts = self.values.get(node.drafts.name)
-        return self._majority(drafts) if isinstance(drafts, list) and drafts else drafts
-
     def _majority(self, outputs: list[Output]) -> Output:
         """Majority over extracted answers; a tie goes to the answer with the stronger (lower) tier."""
         groups: dict[str | None, list[Output]] = {}
@@ -352,53 +343,3 @@ class TaskRun:
             groups.setdefault(extract_answer(self.system.answer, output.text), []).append(output)
         best = max(groups.values(), key=lambda group: (len(group), -min(o.tier for o in group)))
         return min(best, key=lambda o: o.tier)
-
-    async def _refine(self, node: ast.Refine):
-        slot, critic = node.call.slot, node.critic.name
-        writers = self.count(slot)
-        if not writers:
-            return None
-        base = self.inputs(node.call)
-        draft = await self.call(slot, 0, "draft", base)
-        for round_ in range(self.count(critic)):
-            verdict = await self.call(critic, round_, f"audit{round_}", {**base, "solution": draft.text})
-            if approved(verdict.text):
-                break
-            draft = await self.call(
-                slot, min(round_ + 1, writers - 1), f"revise{round_}",
-                {**base, "solution": draft.text, "feedback": verdict.text},
-            )
-        return draft
-
-    async def _plan(self, node: ast.Plan):
-        planner, executor = node.call.slot, node.executor.name
-        critic = node.critic.name if node.critic else None
-        planners, executors = self.count(planner), self.count(executor)
-        critics = self.count(critic) if critic else 0
-        if not planners:
-            return None
-        max_steps = int(node.max_steps.value)
-        base = self.inputs(node.call)
-        feedback: dict[str, str] = {}
-        steps: list[Output] = []
-        for round_ in range(critics + 1):
-            plan = await self.call(planner, round_ % planners, f"plan{round_}", {**base, **feedback})
-            try:
-                cards = step_cards(plan.text, max_steps)
-            except MalformedPlan as problem:
-                raise TaskError(f"malformed plan from {plan.node}: {problem}") from None
-            steps = []
-            previous: dict[str, str] = {}
-            for step, card in enumerate(cards if executors else []):
-                output = await self.call(
-                    executor, step % executors, f"step{round_}.{step}",
-                    {**base, "plan": plan.text, "step": card, **previous},
-                )
-                steps.append(output)
-                previous = {"previous": output.text}
-            if round_ < critics:
-                review = await self.call(critic, round_, f"review{round_}", {**base, "solution": self.text_of(steps)})
-                if approved(review.text):
-                    break
-                feedback = {"feedback": review.text}
-        return steps

@@ -1,0 +1,281 @@
+"""The flow walker: the one place that knows what each combinator calls.
+
+`walk(topology, counts)` is a generator. It yields a `Call` for each call the
+flow would make next (a `Parallel` for calls made together) and receives what
+the call returned; it yields a `Decision` where the flow branches on an output
+(did the critic approve? how many steps has the plan?) and receives the answer.
+It returns the flow's answer as a `FlowValue`.
+
+Two drivers exist. The unroller (`ir/unroll.py`) answers every call with
+nothing and every decision with `EVERY`: the walk then takes each loop to its
+end, so it visits every call any run can make, and values that depend on a
+decision hold every output they could be (`one_of`). The interpreter
+(`runtime/interpreter.py`) sends real outputs and real answers. Both get their
+call ids from here (`call_id`), so a call made at run time is a node of the
+proven graph by construction.
+
+Instance rules (docs/language.md, "Instance order"): instances are numbered
+strongest first; `chain` calls them weakest first; `parallel` calls all;
+`refine` drafts on executor 0 and in round k audits with critic k and revises
+with executor min(k + 1, count - 1); `plan` runs step i on executor i mod count,
+and each critic may reject once, forcing one re-plan on planner r mod count.
+Every call carries the condition under which it runs, or None if it always does.
+
+A new combinator is one method here, `_<node type>`, that yields its calls and
+decisions; its worst-case bound then follows in the unroller, and its run in
+the interpreter, with nothing else to change.
+"""
+
+from __future__ import annotations
+
+from typing import Generator
+
+from bamasc.program import Topology
+from bamasc.records import record
+from bamasc.syntax import ast
+
+# What the unroller answers a decision with: every answer is possible.
+EVERY = None
+
+
+@record
+class FlowValue:
+    """What a flow expression yields: outputs of calls (all of them, or one of them).
+
+    `many` values are lists (a prompt reads them numbered `[1] ... [2] ...`);
+    a `one_of` value is one output of `nodes`, which one known only at run time
+    (a vote, a refined draft): at run time it holds just that one.
+    """
+
+    task: bool = False
+    nodes: tuple[str, ...] = ()
+    one_of: bool = False
+    many: bool = False
+
+
+TASK = FlowValue(task=True)
+
+
+@record
+class Card:
+    """One step card of a plan call's output, as a prompt input."""
+
+    plan: str
+    index: int
+
+
+@record
+class Call:
+    """One call the flow makes: its seat, what its prompt reads, and when it runs.
+
+    `inputs` maps placeholder names to what fills them: a `FlowValue` (the
+    task, earlier outputs) or a `Card`. A name absent from `inputs` is absent
+    from the prompt (a `{{previous?}}` of the first call of a chain).
+    """
+
+    id: str
+    slot: str
+    instance: int
+    role: str
+    inputs: tuple[tuple[str, FlowValue | Card], ...]
+    condition: str | None  # why it might not run; None when it always runs
+    combinator: str
+
+    @property
+    def reads_task(self) -> bool:
+        return any(isinstance(value, FlowValue) and value.task for _, value in self.inputs)
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Ids of the calls whose outputs are part of this call's prompt, first read first."""
+        ids: list[str] = []
+        for _, value in self.inputs:
+            ids.extend(value.nodes if isinstance(value, FlowValue) else (value.plan,))
+        return tuple(dict.fromkeys(ids))
+
+
+@record
+class Parallel:
+    """Calls made together; the walker receives their outputs as a list, in order."""
+
+    calls: tuple[Call, ...]
+
+
+@record
+class Decision:
+    """A branch on an output. `kind` is one of:
+
+    - "approved": did the critic's verdict `of` approve? True / False.
+    - "steps": how many step cards has the plan `of` (at most `limit`)?
+    - "majority": which of the outputs `among` wins the vote? A call id.
+
+    The answer `EVERY` stands for all answers at once (the unroller's).
+    """
+
+    kind: str
+    of: str = ""
+    limit: int = 0
+    among: tuple[str, ...] = ()
+
+
+Walk = Generator["Call | Parallel | Decision", object, FlowValue]
+
+
+def call_id(slot: str, instance: int, statement: int, label: str) -> str:
+    """A call's id says which seat makes it and where in the flow: `executor[1]@0.revise0`."""
+    return f"{slot}[{instance}]@{statement}.{label}"
+
+
+def walk(topology: Topology, counts: dict[str, int]) -> Walk:
+    """Walk the flow of `topology` with `counts` instances per slot (see the module's docstring)."""
+    return _Walker(topology, counts).run()
+
+
+def one(node: str) -> FlowValue:
+    return FlowValue(nodes=(node,))
+
+
+class _Walker:
+    def __init__(self, topology: Topology, counts: dict[str, int]):
+        self.topology = topology
+        self.counts = counts
+        self.values: dict[str, FlowValue] = {"task": TASK}
+        self.statement = 0
+
+    def run(self) -> Walk:
+        answer = FlowValue()
+        for index, statement in enumerate(self.topology.flow):
+            self.statement = index
+            value = yield from self.expression(statement.expr)
+            if isinstance(statement, ast.Bind):
+                self.values[statement.name] = value
+            else:
+                answer = value
+        return answer
+
+    # ------------------------------------------------------------ helpers
+
+    def count(self, slot: str) -> int:
+        return self.counts.get(slot, 0)
+
+    def args(self, call: ast.SlotCall) -> tuple[tuple[str, FlowValue], ...]:
+        return tuple((arg.name, self.values.get(arg.name, FlowValue())) for arg in call.args)
+
+    def call(self, slot: str, instance: int, label: str, inputs, condition: str | None, combinator: str) -> Call:
+        return Call(
+            call_id(slot, instance, self.statement, label),
+            slot,
+            instance,
+            self.topology.slot(slot).role,
+            tuple(inputs),
+            condition,
+            combinator,
+        )
+
+    # ------------------------------------------------------------ combinators
+
+    def expression(self, node) -> Walk:
+        return getattr(self, "_" + type(node).__name__.lower())(node)
+
+    def _ref(self, node: ast.Ref) -> Walk:
+        return self.values.get(node.name, FlowValue())
+        yield  # a generator that makes no call
+
+    def _slotcall(self, node: ast.SlotCall) -> Walk:
+        if not self.count(node.slot):
+            return FlowValue()
+        made = self.call(node.slot, 0, "call", self.args(node), None, "call")
+        yield made
+        return one(made.id)
+
+    def _chain(self, node: ast.Chain) -> Walk:
+        base = self.args(node.call)
+        previous: tuple = ()
+        value = FlowValue()
+        for position, instance in enumerate(reversed(range(self.count(node.call.slot)))):
+            made = self.call(node.call.slot, instance, f"chain{position}", base + previous, None, "chain")
+            yield made
+            value = one(made.id)
+            previous = (("previous", value),)
+        return value
+
+    def _parallel(self, node: ast.Parallel) -> Walk:
+        base = self.args(node.call)
+        calls = tuple(
+            self.call(node.call.slot, k, f"parallel{k}", base, None, "parallel") for k in range(self.count(node.call.slot))
+        )
+        yield Parallel(calls)
+        return FlowValue(nodes=tuple(c.id for c in calls), many=True)
+
+    def _vote(self, node: ast.Vote) -> Walk:
+        drafts = self.values.get(node.drafts.name, FlowValue())
+        nodes = drafts.nodes
+        if drafts.many and nodes:
+            winner = yield Decision("majority", among=nodes)
+            nodes = nodes if winner is EVERY else (winner,)
+        return FlowValue(task=drafts.task, nodes=nodes, one_of=True)
+
+    def _refine(self, node: ast.Refine) -> Walk:
+        slot, critic = node.call.slot, node.critic.name
+        writers = self.count(slot)
+        if not writers:
+            return FlowValue()
+        base = self.args(node.call)
+        draft = self.call(slot, 0, "draft", base, None, "refine")
+        yield draft
+        ends = []  # the drafts the loop may end on
+        for round_ in range(self.count(critic)):
+            reached = None if round_ == 0 else f"critic {round_ - 1} rejected the draft"
+            audit = self.call(critic, round_, f"audit{round_}", base + (("solution", one(draft.id)),), reached, "refine")
+            yield audit
+            approved = yield Decision("approved", of=audit.id)
+            if approved is not False:
+                ends.append(draft.id)
+            if approved:
+                break
+            draft = self.call(
+                slot,
+                min(round_ + 1, writers - 1),
+                f"revise{round_}",
+                base + (("solution", one(draft.id)), ("feedback", one(audit.id))),
+                f"critic {round_} rejected the draft",
+                "refine",
+            )
+            yield draft
+        else:
+            ends.append(draft.id)
+        return FlowValue(nodes=tuple(ends), one_of=True)
+
+    def _plan(self, node: ast.Plan) -> Walk:
+        planner, executor = node.call.slot, node.executor.name
+        critic = node.critic.name if node.critic else None
+        planners, executors = self.count(planner), self.count(executor)
+        critics = self.count(critic) if critic else 0
+        if not planners:
+            return FlowValue()
+        max_steps = int(node.max_steps.value)
+        base = self.args(node.call)
+        feedback: tuple = ()
+        steps: tuple[str, ...] = ()
+        for round_ in range(critics + 1):
+            replan = None if round_ == 0 else f"critic {round_ - 1} rejected the plan"
+            plan = self.call(planner, round_ % planners, f"plan{round_}", base + feedback, replan, "plan")
+            yield plan
+            cards = yield Decision("steps", of=plan.id, limit=max_steps)
+            steps = ()
+            previous: tuple = ()
+            for step in range((max_steps if cards is EVERY else cards) if executors else 0):
+                condition = f"the plan has more than {step} steps" + (f" and {replan}" if replan else "")
+                inputs = base + (("plan", one(plan.id)), ("step", Card(plan.id, step))) + previous
+                made = self.call(executor, step % executors, f"step{round_}.{step}", inputs, condition, "plan")
+                yield made
+                steps += (made.id,)
+                previous = (("previous", one(made.id)),)
+            if round_ < critics:
+                review = self.call(critic, round_, f"review{round_}", base + (("solution", FlowValue(nodes=steps, many=True)),), replan, "plan")
+                yield review
+                approved = yield Decision("approved", of=review.id)
+                if approved:
+                    break
+                feedback = (("feedback", one(review.id)),)
+        return FlowValue(nodes=steps, many=True)
