@@ -11,7 +11,8 @@ import textwrap
 
 import pytest
 
-from bamasc.cli import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, main
+from bamasc.cli import main
+from bamasc.cli.report import EXIT_ERRORS, EXIT_OK, EXIT_USAGE
 from bamasc.diagnostics import CODES
 from tests.conftest import EXAMPLES, ROOT, STDLIB
 

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from bamasc.cli import EXIT_ERRORS, EXIT_USAGE, main
+from bamasc.cli import main
+from bamasc.cli.report import EXIT_ERRORS, EXIT_USAGE
 from tests.conftest import EXAMPLES, ROOT
 
 # A GitHub workflow command: `::level key=value,...::message`, with no raw newline in it.
@@ -118,7 +119,8 @@ def test_bench_output_checked_before_any_task_runs(capsys, tmp_path, flag):
 def test_an_existing_output_keeps_its_contents_until_written(capsys, tmp_path, plan):
     target = tmp_path / "graph.mmd"
     target.write_text("old", encoding="utf-8")
-    from bamasc.cli import Report, writable
+    from bamasc.cli.inputs import writable
+    from bamasc.cli.report import Report
 
     assert writable(Report(), str(target), "the graph")
     assert target.read_text(encoding="utf-8") == "old"

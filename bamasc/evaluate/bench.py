@@ -163,7 +163,7 @@ def percentile(values: list[float], percent: float) -> float:
 
 
 def bench_table(data: dict) -> str:
-    from bamasc.plan.render import _table
+    from bamasc.plan.render import text_table
 
     rows = []
     for run in data["runs"]:
@@ -186,4 +186,4 @@ def bench_table(data: dict) -> str:
         )
     header = ["run", "budget µ$", "templates", "accuracy", "mean µ$", "p95 µ$", "bound µ$", "overruns"]
     title = f"{data['system']} on {data['dataset']} ({data['kind']}, {data['tasks']} tasks)"
-    return title + "\n\n" + _table(header, rows)
+    return title + "\n\n" + text_table(header, rows)

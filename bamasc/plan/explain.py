@@ -6,7 +6,7 @@ from __future__ import annotations
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
 from bamasc.ir.graph import calls_of
-from bamasc.plan.render import _table, pick_template
+from bamasc.plan.render import pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 from bamasc.words import counted
 
@@ -118,7 +118,7 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         f"of a {system.budget:g} µ$ budget",
         "",
         "Calls (tokens x USD/Mtok = µ$):",
-        _table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),
+        text_table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),
         "",
         "Seats (what each alternative model would do to the bound):",
     ]

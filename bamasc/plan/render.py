@@ -5,7 +5,8 @@ from __future__ import annotations
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell, with a dashed rule under the header."""
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(header, widths)).rstrip()]
     lines.append("  ".join("-" * width for width in widths))
@@ -40,7 +41,7 @@ def compile_table(plan: Plan) -> str:
             rows.append([template.name + mark, "yes" if template.feasible else "no", cost, share, binding_text(template)])
         blocks.append(
             f"system {system.name}: budget {system.budget:g} µ$ per task, select = {rule} -> {chosen}\n"
-            + _table(["template", "feasible", "worst case µ$", "of budget", "binding"], rows)
+            + text_table(["template", "feasible", "worst case µ$", "of budget", "binding"], rows)
         )
     return "\n\n".join(blocks) + "\n(* selected; worst case = proven bound on every call the template may make)"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.optimize.bind import TemplateBinding, select_template
-from bamasc.plan.render import _table
+from bamasc.plan.render import text_table
 
 
 def sweep(rows: list[tuple[float, dict[str, list[TemplateBinding]]]]) -> dict:
@@ -64,13 +64,13 @@ def sweep_table(data: dict) -> str:
             row.append(f"{entry['worst_case_cost']:.1f} {entry['tier_seats']}" if entry["feasible"] else "-")
         rows.append(row)
     text = f"system {data['system']}: worst-case µ$ and [seats per tier] of each template's best binding\n"
-    text += _table(["budget", "selected", *templates], rows)
+    text += text_table(["budget", "selected", *templates], rows)
     front = [
         [entry["template"], f"{entry['worst_case_cost']:.1f}", str(entry["tier_seats"]), f"{entry['quality']:g}", f"{entry['from_budget']:g}"]
         for entry in data["pareto"]
     ]
     text += "\n\nPareto front (no other binding is both cheaper and stronger):\n"
-    text += _table(["template", "worst case µ$", "seats per tier", "quality", "from budget"], front)
+    text += text_table(["template", "worst case µ$", "seats per tier", "quality", "from budget"], front)
     return text
 
 

@@ -7,10 +7,12 @@ an infeasible row records no run), and optionally `behavior_prob`, the
 probability with which the logging policy picked this template (`collect`
 runs every feasible template, and logs 1 / the number of them).
 
-Success is decided by `score`: `bamasc.evaluate.scorers.score(kind, output,
-row)` when that module is installed, else a local comparison of the answer
-extracted from the output with the dataset row's reference (`answer`, GSM8K's
-`... #### 72` or a plain value; or the `\\boxed{}` of a `solution`).
+Success is decided by the `score(kind, output, row)` that `collect` is given:
+`bamasc collect` passes `bamasc.evaluate.scorers.score` (evaluate is a later
+stage, so it is passed in, not imported); by default `local_score`, a
+comparison of the answer extracted from the output with the dataset row's
+reference (`answer`, GSM8K's `... #### 72` or a plain value; or the
+`\\boxed{}` of a `solution`).
 """
 
 from __future__ import annotations
@@ -166,15 +168,6 @@ def local_score(kind: str, output: str | None, row: dict) -> bool:
     return answers_match(extract_answer(kind, output), reference)
 
 
-def scorer():
-    """`bamasc.evaluate.scorers.score(kind, output, row) -> bool` where installed, else `local_score`."""
-    try:
-        from bamasc.evaluate import scorers
-    except ImportError:
-        return local_score
-    return getattr(scorers, "score", local_score)
-
-
 # ---------------------------------------------------------------- collect
 
 
@@ -258,12 +251,14 @@ async def collect(
     output: str,
     options: CollectOptions,
     progress=None,
+    score=local_score,
 ) -> CollectSummary:
     """Run every feasible template on every task at every budget and append one row per run to `output`.
 
     `plans` maps each budget to (plan, program) compiled at that budget, or
-    (None, program) when no template fits it. Rows already in `output` are
-    skipped, so an interrupted collect resumes where it stopped.
+    (None, program) when no template fits it. `score(kind, output, row) -> bool`
+    decides each run's success. Rows already in `output` are skipped, so an
+    interrupted collect resumes where it stopped.
     """
     from bamasc.runtime.execute import ExecOptions, make_providers
     from bamasc.runtime.guard import BudgetGuard
@@ -271,8 +266,7 @@ async def collect(
     from bamasc.runtime.retry import RetryPolicy
     from bamasc.runtime.trace import TraceWriter
 
-    score = scorer()
-    if score is local_score:
+    if score is local_score:  # it cannot score code, nor a row without a reference: refuse before any call
         kinds = {plan.system(system_name).answer for plan, _ in plans.values() if plan is not None}
         for task in tasks:
             for kind in kinds:

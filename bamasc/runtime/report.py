@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from bamasc.plan.render import _table, binding_text
+from bamasc.plan.render import binding_text, text_table
 
 
 def ledger_table(calls: list[dict]) -> str:
@@ -25,14 +25,14 @@ def ledger_table(calls: list[dict]) -> str:
                 note,
             ]
         )
-    return _table(["call", "model", "try", "prompt tok", "output tok", "reserved µ$", "charged µ$", "note"], rows)
+    return text_table(["call", "model", "try", "prompt tok", "output tok", "reserved µ$", "charged µ$", "note"], rows)
 
 
 def summary_table(summary) -> str:
     blocks = []
     for title, table in (("role", summary.by_role), ("model", summary.by_model)):
         rows = [[key, str(int(v[0])), str(int(v[1])), str(int(v[2])), f"{v[3]:.1f}"] for key, v in sorted(table.items())]
-        blocks.append(_table([title, "calls", "prompt tok", "output tok", "µ$"], rows))
+        blocks.append(text_table([title, "calls", "prompt tok", "output tok", "µ$"], rows))
     return "\n\n".join(blocks)
 
 

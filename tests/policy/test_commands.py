@@ -145,7 +145,7 @@ def test_the_train_help_states_the_config_defaults():
     """The parser does not import train.py (jax), so its help repeats the defaults: they must agree."""
     import argparse
 
-    from bamasc.policy.commands import add_train
+    from bamasc.cli.train import add_parser as add_train
     from bamasc.policy.train import TrainConfig
 
     parser = argparse.ArgumentParser()
@@ -162,7 +162,7 @@ def test_the_cli_and_the_policy_package_import_no_ml_library():
     script = textwrap.dedent(
         """
         import json, sys
-        import bamasc.cli, bamasc.policy, bamasc.policy.commands
+        import bamasc.cli, bamasc.policy
         bamasc.cli.build_parser()
         heavy = ("jax", "flax", "optax", "torch", "sentence_transformers", "transformers", "tokenizers")
         print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in heavy)))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bamasc.cli import main
+from bamasc.evaluate import scorers
 from bamasc.policy import data
 from bamasc.policy.data import (
     OfflineDataError,
@@ -72,24 +73,20 @@ def test_answers_compare_as_numbers_else_as_text():
     assert not local_score("number", "#### 71", {"answer": "#### 72"})
 
 
-def test_the_scorer_falls_back_to_the_local_one_without_bamasc_evaluate(monkeypatch):
-    import importlib
-    import sys
-    import types
+def test_collect_scores_with_the_scorer_it_is_given(tmp_path, capsys, monkeypatch):
+    """policy comes before evaluate: `collect` defaults to local_score, and `bamasc collect` passes evaluate's."""
+    import inspect
 
-    try:
-        package = importlib.import_module("bamasc.evaluate")
-    except ImportError:
-        package = types.ModuleType("bamasc.evaluate")
-        monkeypatch.setitem(sys.modules, "bamasc.evaluate", package)
-    monkeypatch.delattr(package, "scorers", raising=False)
-    monkeypatch.setitem(sys.modules, "bamasc.evaluate.scorers", None)  # as if not installed
-    assert data.scorer() is local_score
-    module = types.ModuleType("bamasc.evaluate.scorers")
-    module.score = lambda kind, output, row: True
-    monkeypatch.setitem(sys.modules, "bamasc.evaluate.scorers", module)
-    monkeypatch.setattr(package, "scorers", module, raising=False)
-    assert data.scorer() is module.score
+    assert inspect.signature(data.collect).parameters["score"].default is local_score
+    seen = []
+    monkeypatch.setattr(scorers, "score", lambda kind, output, row: seen.append(kind) or True)
+    out = str(tmp_path / "offline.jsonl")
+    argv = ["collect", GSM8K, "--dataset", _dataset(tmp_path, 2), "--budgets", "875", "-o", out, "--fake", "echo"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    ran = [r for r in read_rows(out) if r.feasible]
+    assert ran and all(r.success for r in ran)  # the echo fake gets half the tasks wrong: this scorer said right
+    assert set(seen) == {"number"} and len(seen) == len(ran)
 
 
 def _dataset(tmp_path, count=4):
@@ -102,7 +99,7 @@ def _dataset(tmp_path, count=4):
 
 
 def test_collect_runs_every_feasible_template_and_resumes(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(data, "scorer", lambda: local_score)
+    monkeypatch.setattr(scorers, "score", local_score)
     shutil.copy(GSM8K, tmp_path / "gsm8k.bam")
     dataset, out = _dataset(tmp_path), str(tmp_path / "offline.jsonl")
     argv = ["collect", str(tmp_path / "gsm8k.bam"), "--dataset", dataset, "--budgets", "300,875,1625", "-o", out, "--fake", "echo"]
@@ -133,7 +130,7 @@ def test_collect_runs_every_feasible_template_and_resumes(tmp_path, capsys, monk
 
 
 def test_collect_refuses_a_dataset_without_references(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(data, "scorer", lambda: local_score)
+    monkeypatch.setattr(scorers, "score", local_score)
     dataset = write_jsonl(tmp_path / "tasks.jsonl", [{"id": "a", "question": "What is 2+2?"}])
     out = tmp_path / "offline.jsonl"
     assert main(["collect", GSM8K, "--dataset", dataset, "--budgets", "875", "-o", str(out), "--fake", "echo"]) == 1

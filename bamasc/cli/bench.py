@@ -1,0 +1,118 @@
+"""`bamasc bench`: accuracy and cost of a system across budgets, beside single-model baselines."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from bamasc.cli import args as cli_args
+from bamasc.cli import inputs, output, scoring
+from bamasc.cli.report import Report
+
+
+def add_parser(commands) -> None:
+    bench = commands.add_parser("bench", help="accuracy and cost of a system across budgets, beside baselines")
+    bench.add_argument("file", metavar="FILE")
+    bench.add_argument("--dataset", required=True, metavar="D", help=scoring.DATASET_HELP)
+    bench.add_argument("--budgets", type=cli_args.budget_list, metavar="B,B,...",
+                       help="µ$ budgets to run the system at (default: the system's `budgets`, else its budget)")
+    bench.add_argument("--baseline", action="append", default=[], metavar="NAME",
+                       help="a system of FILE with one template and one model, run at its own budget (repeatable)")
+    bench.add_argument("--system", help="the system to benchmark (default: the first in FILE)")
+    bench.add_argument("--kind", choices=scoring.KINDS,
+                       help="dataset format and scorer (default: from the system's `answer`)")
+    bench.add_argument("--split", choices=scoring.SPLITS, help=scoring.SPLIT_HELP)
+    bench.add_argument("--limit", type=cli_args.positive, metavar="N", help="the first N items only")
+    cli_args.add_run_options(bench, "--concurrency", concurrency="tasks run at once (default 8)")
+    bench.add_argument("-o", "--output", metavar="JSON", help="write the results here")
+    bench.add_argument("--plot", metavar="PNG", help="draw mean cost against accuracy here")
+    cli_args.add_run_options(bench, "--fake", "--cassette", "--skip-bad-rows",
+                             cassette="replay recorded calls instead of calling providers")
+    scoring.add_sandbox_options(bench)
+    bench.set_defaults(run=run)
+
+
+def run(args) -> int:
+    report = Report()
+    for path in (args.file, args.cassette):
+        if path is not None and not os.path.isfile(path):
+            output.usage(report, f"no such file: {path}")
+    if report.usage_errors:
+        return report.return_code
+    # Before any task runs: a benchmark is minutes of calls, and its results must have somewhere to go.
+    if args.output and not inputs.writable(report, args.output, "the results"):
+        return report.return_code
+    if args.plot and not inputs.writable(report, args.plot, "the plot"):
+        return report.return_code
+    result = inputs.compiled(report, args.file, args.system, None, "lexicographic")
+    if result is None or result.plan is None:
+        return report.return_code
+    from bamasc.evaluate.bench import BenchError, bench, bench_table, check_baseline, write_results
+    from bamasc.evaluate.sandbox import Limits
+    from bamasc.evaluate.scorers import answer_kind_dataset
+    from bamasc.runtime.execute import ExecOptions
+    from bamasc.runtime.providers.base import ProviderError
+
+    program = result.program
+    system = args.system or result.plan.systems[0].name
+    declared = program.systems[system]
+    kind = args.kind or answer_kind_dataset(declared.answer)
+    if kind is None:
+        output.usage(report, f"system '{system}' answers with `{declared.answer}`, which no scorer reads; give --kind")
+        return report.return_code
+    try:
+        for name in args.baseline:
+            check_baseline(program, name)
+    except BenchError as problem:
+        output.usage(report, problem)
+        return report.return_code
+    budgets = args.budgets or list(declared.budgets) or [declared.budget]
+    dataset = scoring.load_dataset(report, args.dataset, kind, args.split, args.skip_bad_rows)
+    if dataset is None:
+        return report.return_code
+    if args.limit is not None:
+        dataset.items = dataset.items[: args.limit]
+    if not dataset.items:
+        output.usage(report, f"{args.dataset} holds no items to run")
+        return report.return_code
+    isolation = scoring.isolation(report, args, kind)
+    if isolation is None:
+        return report.return_code
+    options = ExecOptions(concurrency=args.concurrency, fake_mode=args.fake, cassette=args.cassette)
+    workers = max(1, min(args.concurrency, os.cpu_count() or 1))
+
+    def progress(run: dict) -> None:
+        where = f"{run['system']} at {run['budget']:g} µ$"
+        done = f"{run['correct']}/{run['tasks']} correct" if run["feasible"] else "infeasible"
+        print(f"ran {where}: {done}", file=sys.stderr)
+
+    def save(data: dict) -> None:
+        try:
+            write_results(data, args.output)
+        except OSError as problem:  # writable at the start, and no longer (a full disk)
+            raise BenchError(f"cannot write the results to {args.output}: {problem.strerror or problem}") from None
+
+    try:
+        limits = Limits(wall_time=args.code_timeout)
+        # Saved after every budget and baseline: an interruption keeps the runs already done.
+        data = bench(args.file, dataset, system, budgets, tuple(args.baseline), options, workers, limits, progress,
+                     save if args.output else None, isolation)
+    except (ProviderError, ValueError) as problem:
+        output.failure(report, problem)
+        return report.return_code
+    except KeyboardInterrupt:
+        kept = f"; the runs finished so far are in {args.output}" if args.output else ""
+        print(f"\ninterrupted{kept}", file=sys.stderr)
+        report.failed()
+        return report.return_code
+    print(bench_table(data))
+    if args.output:
+        print(f"results written to {args.output}")
+    if args.plot:
+        from bamasc.evaluate.plots import plot_bench
+
+        plot_bench(data, args.plot)
+        print(f"plot written to {args.plot}")
+    if any(run.get("overruns") for run in data["runs"]):
+        report.failed()
+    return report.return_code

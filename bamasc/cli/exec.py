@@ -1,0 +1,121 @@
+"""`bamasc exec`: run one task or a dataset on a plan, never spending past the budget."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from bamasc.cli import args as cli_args
+from bamasc.cli import inputs, output
+from bamasc.cli.report import Report
+
+# Task outcomes that make `exec` exit 1: no answer, or a broken promise.
+FAILED_STATUSES = frozenset({"error", "failed", "overbilled"})
+
+
+def add_parser(commands) -> None:
+    execute = commands.add_parser("exec", help="run tasks on a plan, never spending past the budget")
+    execute.add_argument("file", metavar="FILE|PLAN")
+    source = execute.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", help="one task text")
+    source.add_argument("--dataset", metavar="JSONL", help="tasks, one JSON object per line (id, task/question/...)")
+    execute.add_argument("--system")
+    execute.add_argument("--budget", type=cli_args.budget, help="with a .bam file: compile at this budget")
+    execute.add_argument("--template", help="run this template instead of the selected one")
+    execute.add_argument("--trace", metavar="JSONL", help="append one line per call and per task here")
+    cli_args.add_run_options(execute, "--concurrency")
+    execute.add_argument("--resume", action="store_true",
+                         help="with --trace: skip tasks finished in the trace, continue the others with what they spent")
+    execute.add_argument("--dry-run", action="store_true", help="answer every call with the full output cap (fake verbose)")
+    cli_args.add_run_options(execute, "--fake", "--cassette", "--record")
+    execute.add_argument("--guard", choices=("reserve", "posthoc"), default="reserve",
+                         help="posthoc is the paper's after-the-fact check, kept as a benchmark baseline only")
+    cli_args.add_run_options(execute, "--skip-bad-rows", "--timeout", "--retries")
+    execute.set_defaults(run=run)
+
+
+def run(args) -> int:
+    report = Report()
+    loaded = inputs.plan_and_program(report, args)
+    if loaded is None:
+        return report.return_code
+    plan, program = loaded
+    tasks = _tasks(report, args)
+    if tasks is None:
+        return report.return_code
+    if args.resume and not args.trace:
+        output.usage(report, "--resume needs --trace FILE: the trace holds what each task already spent")
+        return report.return_code
+    # Before any task runs: a trace that cannot be written would lose every charge.
+    if args.trace and not inputs.writable(report, args.trace, "the trace"):
+        return report.return_code
+    import asyncio
+
+    from bamasc.records import replace
+    from bamasc.runtime.execute import ExecOptions, run_tasks
+    from bamasc.runtime.providers.base import ProviderError
+    from bamasc.runtime.report import dataset_report, task_report
+
+    options = ExecOptions(
+        concurrency=args.concurrency,
+        trace_path=args.trace,
+        resume=args.resume,
+        guard=args.guard,
+        fake_mode="verbose" if args.dry_run else args.fake,
+        cassette=args.cassette,
+        record=args.record,
+        retry=cli_args.retry_policy(args),
+        template=args.template,
+    )
+    calls: list[dict] = []
+    progress = output.progress_bar() if args.dataset else None
+    try:
+        system = plan.system(args.system)
+        if system.selection["rule"] == "policy" and not args.template:
+            from bamasc.policy.errors import PolicyError
+            from bamasc.policy.select import selector_for
+
+            try:
+                options = replace(options, selector=selector_for(system, program))
+            except PolicyError as problem:
+                output.failure(report, problem)
+                return report.return_code
+        results, summary, skipped = asyncio.run(run_tasks(plan, program, system.name, tasks, options, progress, calls))
+    except KeyError as problem:
+        output.usage(report, f"unknown system or template: {problem}")
+        return report.return_code
+    except (ProviderError, ValueError) as problem:
+        output.failure(report, problem)
+        return report.return_code
+    except KeyboardInterrupt:
+        print("\ninterrupted: every finished task is in the trace; --resume continues", file=sys.stderr)
+        report.failed()
+        return report.return_code
+    if progress is not None:
+        print(file=sys.stderr)
+    template = system.template(results[0].template if results else options.template or system.selection["selected"])
+    if args.task is not None and results:
+        print(task_report(results[0], template, calls))
+    else:
+        print(dataset_report(results, summary, skipped))
+    if args.dry_run:
+        worst = max((r.cost for r in results), default=0.0)
+        bound = max((r.bound for r in results), default=template.worst_case_cost)
+        print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {bound:.1f} µ$")
+    if any(r.overran or r.status in FAILED_STATUSES for r in results):
+        report.failed()
+    return report.return_code
+
+
+def _tasks(report: Report, args):
+    """The one --task, or the --dataset's tasks; None once a problem is reported."""
+    from bamasc.runtime.execute import DatasetError, Task, read_dataset
+
+    if args.task is not None:
+        return [Task("task", args.task)]
+    if not inputs.is_file(report, args.dataset):
+        return None
+    if args.trace and os.path.exists(args.trace) and os.path.samefile(args.trace, args.dataset):
+        output.usage(report, f"--trace {args.trace} is the dataset itself: traces are appended to")
+        return None
+    return inputs.rows(report, read_dataset, args.dataset, args.skip_bad_rows, DatasetError)

@@ -1,0 +1,123 @@
+"""What a command is given, checked and loaded: files, sources compiled, plans re-verified, rows read.
+
+Each function prints what is wrong, counts it on the command's Report, and
+returns None (or False), so a command stops with `report.return_code`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from bamasc.cli import output
+from bamasc.cli.report import Report
+
+
+def is_file(report: Report, path: str) -> bool:
+    if not os.path.isfile(path):
+        output.usage(report, f"no such file: {path}")
+        return False
+    return True
+
+
+def writable(report: Report, path: str, what: str) -> bool:
+    """Whether `what` can be written to `path`, checked before the work that produces it,
+    so a typo in -o costs a usage error now, not a traceback after a long run."""
+    if os.path.isdir(path):
+        output.usage(report, f"cannot write {what} to {path}: it is a directory")
+        return False
+    existed = os.path.lexists(path)
+    try:
+        open(path, "a", encoding="utf-8").close()  # "a": an existing file keeps its contents until the real write
+        if not existed:
+            os.remove(path)
+    except OSError as problem:
+        output.usage(report, f"cannot write {what} to {path}: {problem.strerror or problem}")
+        return False
+    return True
+
+
+def compiled(report: Report, path: str, system, budget, method, plan_dir=None):
+    """The Compiled result of a .bam file, its diagnostics printed; None if it could not be compiled."""
+    from bamasc.plan.compile import CompileError, compile_file
+
+    if not is_file(report, path):
+        return None
+    try:
+        result = compile_file(path, system, budget, method, plan_dir)
+    except CompileError as problem:
+        output.usage(report, problem)
+        return None
+    report.add(result.diagnostics)
+    output.diagnostics(result.diagnostics, result.sources)
+    return result
+
+
+def loaded_plan(report: Report, path: str):
+    """(plan, program) of a plan JSON, loaded and re-verified; None if it is refused."""
+    from bamasc.plan.load import REFUSALS, load_plan
+
+    if not is_file(report, path):
+        return None
+    try:
+        return load_plan(path)
+    except REFUSALS as problem:
+        output.failure(report, problem)
+        return None
+
+
+def written_plan_checks(report: Report, path: str, plan, program) -> bool:
+    """Whether the plan written to `path` reads back as `plan` and its bounds re-verify."""
+    from bamasc.plan.load import REFUSALS, check_written_plan
+
+    try:
+        check_written_plan(path, plan, program)
+    except REFUSALS as problem:
+        output.failure(report, problem)
+        return False
+    return True
+
+
+def plan_and_program(report: Report, args):
+    """(plan, program) from a plan JSON (loaded and re-verified) or a .bam file (compiled now)."""
+    if args.file.endswith(".json"):
+        if args.budget is not None:
+            output.usage(report, "--budget needs a .bam file: a plan is compiled for its budget")
+            return None
+        return loaded_plan(report, args.file)
+    result = compiled(report, args.file, args.system, args.budget, "lexicographic")
+    if result is None or result.plan is None:
+        return None
+    return result.plan, result.program
+
+
+def checked_system(report: Report, path: str, name: str | None):
+    """The named (or first) system of a checked .bam file; None once the problems are printed."""
+    from bamasc.plan.compile import check_file
+
+    program, found, sources = check_file(path)
+    report.add(found)
+    output.diagnostics(found, sources)
+    if program is None:
+        return None
+    if name is None:
+        if not program.systems:
+            output.usage(report, "the file declares no system")
+            return None
+        return next(iter(program.systems.values()))
+    if name not in program.systems:
+        output.usage(report, f"no system '{name}'; the file declares: {', '.join(program.systems)}")
+        return None
+    return program.systems[name]
+
+
+def rows(report: Report, read, path: str, skip_bad: bool, error: type[Exception]):
+    """`read(path, skip_bad)` -> (rows, problems): the rows, each skipped one warned about;
+    None once a bad row is reported (with the hint to skip such rows)."""
+    try:
+        found, problems = read(path, skip_bad)
+    except error as problem:
+        output.failure(report, f"{problem} (use --skip-bad-rows to skip such rows)")
+        return None
+    for problem in problems:
+        output.warning(f"skipped {problem}")
+    return found

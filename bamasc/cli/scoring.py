@@ -1,0 +1,63 @@
+"""What `bench` and `score` share: dataset kinds, the sandbox options, loading a published dataset."""
+
+from __future__ import annotations
+
+import os
+
+from bamasc.cli import args as cli_args
+from bamasc.cli import output
+from bamasc.cli.report import Report
+
+# bamasc.evaluate.datasets.KINDS and its MBPP splits, repeated so that building a parser imports no dataset code.
+KINDS = ("gsm8k", "mbpp", "math")
+SPLITS = ("prompt", "test", "validation", "train")
+SPLIT_HELP = "MBPP: keep only this split's task ids (test: 11-510)"
+DATASET_HELP = "GSM8K/MBPP/MATH file (or MATH folder) as published"
+UNSAFE_HOOKS_HELP = ("MBPP: where no jail can be built, run candidates under Python audit hooks only "
+                     "(NOT a sandbox: a hostile candidate can read files and escape)")
+
+
+def add_sandbox_options(parser) -> None:
+    parser.add_argument("--code-timeout", type=cli_args.seconds, default=5.0, metavar="S",
+                        help="MBPP: seconds each program may run in the sandbox (default 5)")
+    parser.add_argument("--unsafe-hooks", action="store_true", help=UNSAFE_HOOKS_HELP)
+
+
+def isolation(report: Report, args, kind: str) -> str | None:
+    """The sandbox level `--unsafe-hooks` asks for, warned about; None (reported) where MBPP cannot be scored here.
+
+    Checked before any task runs: a benchmark must not spend its calls and
+    then find that it cannot score them.
+    """
+    level = "hooks" if args.unsafe_hooks else "namespaces"
+    if kind != "mbpp":
+        return level
+    from bamasc.evaluate.sandbox import SandboxError, check_isolation
+
+    try:
+        check_isolation(level)
+    except SandboxError as problem:
+        hint = "" if args.unsafe_hooks else " (--unsafe-hooks scores without it, and is not a sandbox)"
+        output.failure(report, f"{problem}{hint}")
+        return None
+    if args.unsafe_hooks:
+        output.warning("--unsafe-hooks: candidates run without a jail, under Python audit hooks only; "
+                       "this is not a sandbox, and a hostile candidate can read this machine's files or escape")
+    return level
+
+
+def load_dataset(report: Report, path: str, kind: str, split, skip_bad: bool):
+    """The dataset at `path` (a file, or a MATH folder), each skipped row warned about; None once reported."""
+    from bamasc.evaluate.datasets import DatasetError, load
+
+    if not os.path.exists(path):
+        output.usage(report, f"no such file: {path}")
+        return None
+    try:
+        dataset = load(path, kind, skip_bad=skip_bad, split=split)
+    except DatasetError as problem:
+        output.failure(report, f"{problem} (use --skip-bad-rows to skip such rows)")
+        return None
+    for problem in dataset.problems:
+        output.warning(f"skipped {problem}")
+    return dataset

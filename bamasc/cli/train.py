@@ -1,0 +1,102 @@
+"""`bamasc train`: train the topology policy on offline rows and write a checkpoint.
+
+The parser imports no ML library: the defaults left unset here are
+TrainConfig's (policy/train.py), repeated in the help, and a test keeps the
+two in step.
+"""
+
+from __future__ import annotations
+
+from bamasc.cli import args as cli_args
+from bamasc.cli import inputs, output
+from bamasc.cli.report import Report
+
+REWARDS = ("success", "failure", "overflow", "efficiency")
+
+
+def add_parser(commands) -> None:
+    train = commands.add_parser("train", help="train the topology policy on offline rows; writes a checkpoint")
+    train.add_argument("file", metavar="FILE")
+    train.add_argument("--data", required=True, metavar="JSONL", help="offline rows (from `bamasc collect`)")
+    train.add_argument("-o", "--output", required=True, metavar="CHECKPOINT", help="e.g. policy.msgpack")
+    train.add_argument("--system")
+    train.add_argument("--skip-bad-rows", action="store_true", help="report malformed offline rows and go on")
+    train.add_argument("--epochs", type=cli_args.positive, help="passes over the training rows (default 100)")
+    train.add_argument("--seed", type=int, help="initialisation, batch order and split (default 0)")
+    train.add_argument("--holdout", type=cli_args.share, help="share of task ids held out for the report (default 0.2)")
+    train.add_argument("--entropy", type=cli_args.finite, help="entropy bonus weight beta (default 0.05)")
+    train.add_argument("--learning-rate", type=cli_args.finite, help="Adam step size (default 0.001)")
+    train.add_argument("--batch-size", type=cli_args.positive, help="rows per step (default 64)")
+    train.add_argument("--hidden", type=cli_args.positive, help="width of the hidden layers (default 128)")
+    train.add_argument("--embedding", choices=("minilm", "hashed"), default="minilm",
+                       help="task embedding: all-MiniLM-L6-v2, or hashed words (a model-free stand-in)")
+    train.add_argument("--cache", metavar="DIR", help="embedding cache folder (default: ~/.cache/bamasc)")
+    for name in REWARDS:
+        train.add_argument(
+            f"--reward-{name}", type=cli_args.finite, metavar="X", help=f"reward constant '{name}' (default: the system's)"
+        )
+    train.set_defaults(run=run)
+
+
+def run(args) -> int:
+    report = Report()
+    if not (inputs.is_file(report, args.file) and inputs.is_file(report, args.data)):
+        return report.return_code
+    if args.output.endswith(".json"):
+        output.usage(report, f"name the checkpoint e.g. policy.msgpack, not {args.output}: "
+                             "its metadata is written beside it as .json")
+        return report.return_code
+    system = inputs.checked_system(report, args.file, args.system)
+    if system is None:
+        return report.return_code
+    from bamasc.policy.data import OfflineDataError, read_offline_rows
+
+    rows = inputs.rows(report, read_offline_rows, args.data, args.skip_bad_rows, OfflineDataError)
+    if rows is None:
+        return report.return_code
+    if not rows:
+        output.failure(report, f"{args.data} has no rows")
+        return report.return_code
+    import time
+
+    from bamasc.policy.checkpoint import load_policy, save_policy
+    from bamasc.policy.features import HASHED, MINILM, EmbeddingUnavailable, Features, budget_scale, default_cache_dir
+    from bamasc.policy.train import Reward, TrainConfig, checkpoint_metadata, report_text, train_policy
+    from bamasc.records import as_dict
+
+    overrides = {name: getattr(args, f"reward_{name}") for name in REWARDS}
+    reward = Reward(**{**as_dict(system.reward), **{k: v for k, v in overrides.items() if v is not None}})
+    given = {
+        name: getattr(args, name)
+        for name in ("hidden", "learning_rate", "epochs", "batch_size", "entropy", "seed", "holdout")
+        if getattr(args, name) is not None
+    }
+    config = TrainConfig(**given, reward=reward)
+    embedding = MINILM if args.embedding == "minilm" else HASHED
+    features = Features(embedding, args.cache or default_cache_dir())
+    scale = budget_scale(system)
+    started = time.perf_counter()
+    try:
+        result = train_policy(rows, system.topologies, config, features.embed, scale, output.progress_bar())
+    except EmbeddingUnavailable as problem:
+        output.failure(report, problem)
+        return report.return_code
+    except ValueError as problem:
+        output.failure(report, f"{args.data}: {problem}")
+        return report.return_code
+    finally:
+        output.end_progress_line()
+    elapsed = time.perf_counter() - started
+    metadata = checkpoint_metadata(system, embedding, scale, config, args.data, len(rows), result)
+    meta_path = save_policy(args.output, result.state.params, metadata)
+    load_policy(args.output, system.topologies)  # self-check: the written checkpoint loads and matches the system
+    print(
+        f"trained on {result.samples} runs of {result.train_tasks} tasks in {elapsed:.1f} s "
+        f"({config.epochs} epochs, final loss {result.history[-1]:.4f})"
+    )
+    if result.heldout is not None:
+        print(report_text(result.heldout))
+    else:
+        print("no held-out tasks (--holdout 0): no report")
+    print(f"policy written to {args.output} (reloaded and checked), metadata to {meta_path}")
+    return report.return_code
