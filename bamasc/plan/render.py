@@ -49,42 +49,45 @@ def compile_table(plan: Plan) -> str:
 # ---------------------------------------------------------------- graphs
 
 
-def _label(node) -> str:
-    return f"{node.role}@{node.model}\\n{node.id}\\n<= {node.cost:.1f} µ$"
+def _label(node: str, data: dict) -> str:
+    return f"{data['role']}@{data['model']}\\n{node}\\n<= {data['cost']:.1f} µ$"
+
+
+def _edges(graph):
+    """Each arrow of the drawing: (source, target, conditional), `task` and `answer` included."""
+    for node, data in graph.nodes(data=True):
+        conditional = data["condition"] is not None
+        if data["reads_task"]:
+            yield "task", node, conditional
+        for source in graph.predecessors(node):
+            yield source, node, conditional
+    for node in graph.graph["answer"]:
+        yield node, "answer", False
 
 
 def mermaid(template: TemplatePlan) -> str:
-    ids = {node.id: f"n{i}" for i, node in enumerate(template.nodes)}
+    graph = template.graph()
+    ids = {node: f"n{i}" for i, node in enumerate(graph)} | {"task": "task", "answer": "answer"}
     lines = ["flowchart TD", '  task(["task"])']
-    for node in template.nodes:
-        label = _label(node).replace("\\n", "<br/>")
-        lines.append(f'  {ids[node.id]}["{label}"]')
-    for node in template.nodes:
-        arrow = "-.->" if node.condition else "-->"
-        if node.reads_task:
-            lines.append(f"  task {arrow} {ids[node.id]}")
-        for source in node.inputs:
-            lines.append(f"  {ids[source]} {arrow} {ids[node.id]}")
-    lines.append('  answer(["answer"])')
-    for node_id in template.answer_nodes:
-        lines.append(f"  {ids[node_id]} --> answer")
-    return "\n".join(lines) + "\n"
+    for node, data in graph.nodes(data=True):
+        label = _label(node, data).replace("\\n", "<br/>")
+        lines.append(f'  {ids[node]}["{label}"]')
+    answer = ['  answer(["answer"])']
+    for source, target, conditional in _edges(graph):
+        line = f"  {ids[source]} {'-.->' if conditional else '-->'} {ids[target]}"
+        (answer if target == "answer" else lines).append(line)
+    return "\n".join(lines + answer) + "\n"
 
 
 def dot(template: TemplatePlan) -> str:
+    graph = template.graph()
     lines = [f'digraph "{template.name}" {{', "  rankdir=TB;", '  node [shape=box, fontname="Helvetica"];']
     lines.append('  "task" [shape=oval];')
     lines.append('  "answer" [shape=oval];')
-    for node in template.nodes:
-        lines.append(f'  "{node.id}" [label="{_label(node)}"];')
-    for node in template.nodes:
-        style = " [style=dashed]" if node.condition else ""
-        if node.reads_task:
-            lines.append(f'  "task" -> "{node.id}"{style};')
-        for source in node.inputs:
-            lines.append(f'  "{source}" -> "{node.id}"{style};')
-    for node_id in template.answer_nodes:
-        lines.append(f'  "{node_id}" -> "answer";')
+    for node, data in graph.nodes(data=True):
+        lines.append(f'  "{node}" [label="{_label(node, data)}"];')
+    for source, target, conditional in _edges(graph):
+        lines.append(f'  "{source}" -> "{target}"{" [style=dashed]" if conditional else ""};')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
