@@ -1,7 +1,8 @@
-"""Reads one row of a JSON Lines file whatever its bytes: every way it can be wrong is a `RowError`.
+"""Reads JSON Lines files whatever their bytes: every way a row can be wrong is a `RowError`.
 
-Dataset, prediction and offline-data files come from elsewhere and may hold
-anything. `json.loads` alone lets several shapes escape as other exceptions or
+`parse_lines` is the one loop over a file's lines (numbering, blank lines,
+parsing); each reader adapts what it yields. Dataset, prediction and
+offline-data files come from elsewhere and may hold anything. `json.loads` alone lets several shapes escape as other exceptions or
 as values the readers cannot use: bytes that are not UTF-8
 (UnicodeDecodeError), nesting thousands of levels deep (RecursionError),
 integers of more than 4300 digits (ValueError), and `NaN`, `Infinity` or
@@ -13,6 +14,8 @@ and the caller adds its file and line.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable, Iterator
 
 # Dataset rows nest a few levels; past this, later code that walks a row could recurse too deep.
 MAX_ROW_DEPTH = 64
@@ -109,6 +112,25 @@ def lines(path: str):
         yield from enumerate(handle, start=1)
 
 
+def parse_lines(source: Iterable[bytes | str], parse=parse_line) -> Iterator[tuple[int, object, RowError | None]]:
+    """(number, value, None) for every line of `source` that is not blank, or (number, None, problem) for one
+    that `parse` refused with a RowError; numbers are 1-based and count the blank lines.
+
+    A line is parsed as the caller split it: a row cut short gives its error at
+    column 1 (of the next line) while its b"\\n" is still on, at its own end
+    when it is not, so each reader keeps the messages it always gave.
+    """
+    for number, line in enumerate(source, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = parse(line)
+        except RowError as problem:
+            yield number, None, problem
+            continue
+        yield number, value, None
+
+
 def read_jsonl(path: str, read_row, error: type[Exception], skip_bad: bool = False) -> tuple[list, list[str]]:
     """`read_row(value, number, where)` for every row of a JSONL file, and the rows left out.
 
@@ -123,21 +145,29 @@ def read_jsonl(path: str, read_row, error: type[Exception], skip_bad: bool = Fal
     except OSError as problem:
         raise error(f"{path}: cannot read the file: {problem.strerror}") from None
     with handle:  # line by line: a large dataset is never held twice
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+        for number, value, problem in parse_lines(handle):
             where = f"{path}:{number}"
             try:
-                try:
-                    value = parse_line(line)
-                except RowError as problem:
-                    raise error(f"{where}: {problem}") from None
+                if problem is not None:
+                    raise error(f"{where}: {problem}")
                 values.append(read_row(value, number, where))
-            except error as problem:
+            except error as bad:
                 if not skip_bad:
                     raise
-                problems.append(str(problem))
+                problems.append(str(bad))
     return values, problems
+
+
+def drop_torn_line(path: str) -> None:
+    """Cut a last line that a process killed mid-write left without its b"\\n", so that appended lines start clean."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    with open(path, "rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        data = handle.seek(0) or handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)
 
 
 def skip_space(text: str, position: int) -> int:

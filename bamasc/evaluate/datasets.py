@@ -12,7 +12,7 @@ import json
 import os
 
 from bamasc.records import record
-from bamasc.rows import RowError, decode_text, parse_json, parse_line, skip_space
+from bamasc.rows import RowError, decode_text, parse_json, parse_line, parse_lines, skip_space
 from bamasc.runtime.extract import last_boxed
 
 KINDS = ("gsm8k", "mbpp", "math")
@@ -159,12 +159,8 @@ def _file_rows(path: str, problems: list[Problem], skip_bad: bool):
         yield from _json_rows(path, text.removeprefix("\ufeff"), problems, skip_bad)
         return
     # JSON Lines end at b"\n" alone; str.splitlines would also split a row at U+2028 inside a string.
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = parse_line(line)
-        except RowError as problem:
+    for number, row, problem in parse_lines(data.split(b"\n")):
+        if problem is not None:
             _report(Problem(path, number, None, str(problem)), problems, skip_bad)
             continue
         yield path, number, row, str(number)

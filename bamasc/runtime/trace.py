@@ -20,7 +20,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from bamasc.rows import RowError, parse_line
+from bamasc.rows import drop_torn_line, parse_lines
 from bamasc.words import show
 
 TRACE_TYPES = ("reserve", "call", "task")
@@ -42,7 +42,7 @@ class TraceWriter:
             self.handle = open(path, "a", encoding="utf-8")
             try:
                 _lock(self.handle, path)
-                _drop_partial_last_line(path)
+                drop_torn_line(path)
             except BaseException:
                 self.handle.close()
                 raise
@@ -100,15 +100,11 @@ def read_ledgers(path: str | None) -> dict[str, TaskLedger]:
     except OSError as problem:
         raise TraceError(f"{path}: cannot read the trace: {problem.strerror or problem}") from None
     last = len(lines)
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = parse_line(raw)
-        except RowError as problem:
+    for number, record, problem in parse_lines(lines):
+        if problem is not None:
             if number == last:
                 continue  # the half-written last line of a run that was killed
-            raise TraceError(f"{path}:{number}: {problem}") from None
+            raise TraceError(f"{path}:{number}: {problem}")
         problem = _check(record)
         if problem:
             raise TraceError(f"{path}:{number}: {problem}")
@@ -171,14 +167,3 @@ def _lock(handle, path: str) -> None:
     except BlockingIOError:
         raise TraceError(f"{path} is in use by another bamasc run; let it finish, then --resume") from None
 
-
-def _drop_partial_last_line(path: str) -> None:
-    """A process killed mid-write may leave half a line; cut it so appends stay valid JSONL."""
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return
-    with open(path, "rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return
-        data = handle.seek(0) or handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)

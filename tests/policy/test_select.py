@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from bamasc.policy.checkpoint import (
     save_policy,
 )
 from bamasc.policy.features import HASHED, Features, HashedWords, budget_feature
-from bamasc.policy.select import PolicySelector
+from bamasc.plan.compile import compile_file
+from bamasc.policy.select import PolicySelector, policy_path
 from bamasc.policy.train import (
     TrainConfig,
     create_state,
@@ -24,6 +26,7 @@ from bamasc.policy.train import (
     probabilities,
     train_policy,
 )
+from tests.conftest import ROOT
 from tests.policy.synthetic import TEMPLATES, table_rows
 
 SCALE = 1250.0
@@ -119,3 +122,24 @@ def test_an_unknown_embedding_model_or_changed_parameters_are_refused(checkpoint
         load_policy(str(copy), TEMPLATES)
     with pytest.raises(PolicyError, match="no policy checkpoint at"):
         load_policy(str(tmp_path / "missing.msgpack"), TEMPLATES)
+
+
+def test_a_run_loads_the_checkpoint_whose_hash_the_plan_holds(tmp_path):
+    source = Path(ROOT, "examples", "gsm8k.bam").read_text(encoding="utf-8")
+    folder = tmp_path / "systems"
+    folder.mkdir()
+    bam = folder / "gsm8k.bam"
+    bam.write_text(source.replace("select       = strongest", 'select       = policy("../policies/p.msgpack")', 1))
+    checkpoint = tmp_path / "policies" / "p.msgpack"
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"parameters")
+    compiled = compile_file(str(bam), "gsm8k")
+    system = compiled.plan.system("gsm8k")
+    path = policy_path(system, compiled.program)
+    assert path == str(checkpoint)  # relative to the file that declares the system, not the working directory
+    assert system.selection["policy_sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+    bam.write_text(source)
+    compiled = compile_file(str(bam), "gsm8k")
+    with pytest.raises(PolicyError, match="system 'gsm8k' does not select by policy"):
+        policy_path(compiled.plan.system("gsm8k"), compiled.program)

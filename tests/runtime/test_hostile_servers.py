@@ -18,7 +18,8 @@ import pytest
 
 from bamasc.cli import main
 from bamasc.runtime.providers import make_provider
-from bamasc.runtime.providers.base import MAX_BODY_BYTES, Message, ProviderError
+from bamasc.runtime.providers.base import Message, ProviderError
+from bamasc.runtime.providers.sdk import MAX_BODY_BYTES
 from tests.runtime.servers import (  # noqa: F401 (fixtures)
     Action,
     anthropic_server,

@@ -21,7 +21,8 @@ from bamasc.runtime.providers import (
     ProviderError,
     make_provider,
 )
-from bamasc.runtime.providers.base import Decoding, parse_retry_after, transport_error
+from bamasc.runtime.providers.base import Decoding
+from bamasc.runtime.providers.failures import parse_retry_after, transport_error
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.providers.replay import ReplayProvider, prompt_key
 from bamasc.runtime.retry import RetryPolicy
@@ -599,7 +600,7 @@ def test_plain_http_endpoints_skip_the_ca_bundle_and_trust_nothing():
     import ssl
     import types
 
-    from bamasc.runtime.providers.base import aiohttp_client
+    from bamasc.runtime.providers.sdk import aiohttp_client
 
     recorder = types.SimpleNamespace(DefaultAioHttpClient=lambda **options: options)
     local = aiohttp_client(recorder, "http://127.0.0.1:8080/v1")["verify"]

@@ -1,6 +1,7 @@
 """Model providers: one protocol, the real SDK-backed providers, and offline fakes and cassettes.
 
-SDKs are imported only inside the branch of `make_provider` that needs them.
+SDKs are imported only inside the branch of `make_provider` that needs them. `base` holds the
+protocol; `sdk`, `failures` and `reply` are what the SDK-backed providers share.
 """
 
 from __future__ import annotations

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import anthropic
 
-from bamasc.runtime.providers.base import (
-    GREEDY,
-    Completion,
-    Decoding,
-    Message,
-    aiohttp_client,
-    malformed_error,
-    post_json,
-    usage_tokens,
-)
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
+from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
+from bamasc.runtime.providers.sdk import aiohttp_client, post_json
 
 PROVIDER = "anthropic"
 PATH = "/v1/messages"
@@ -88,8 +81,7 @@ class AnthropicProvider:
             usage = response["usage"]
             finish_reason = response.get("stop_reason")
         except (AttributeError, KeyError, TypeError) as error:
-            detail = "no usage" if not isinstance(response, dict) or response.get("usage") is None else type(error).__name__
-            raise malformed_error(provider=PROVIDER, model=self.name, detail=f"missing fields ({detail})") from None
+            raise missing_fields(response, error, provider=PROVIDER, model=self.name) from None
         if not isinstance(text, str):
             raise malformed_error(provider=PROVIDER, model=self.name, detail="a text block is not text")
         # Cache reads and writes are billed as input; bamasc never asks for

@@ -6,16 +6,9 @@ from urllib.parse import urlsplit
 
 import openai
 
-from bamasc.runtime.providers.base import (
-    GREEDY,
-    Completion,
-    Decoding,
-    Message,
-    aiohttp_client,
-    malformed_error,
-    post_json,
-    usage_tokens,
-)
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
+from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
+from bamasc.runtime.providers.sdk import aiohttp_client, post_json
 from bamasc.runtime.tokens import exact_prompt_tokens
 
 PROVIDER = "openai"
@@ -120,8 +113,7 @@ class OpenAIProvider:
             usage = response["usage"]
             finish_reason = choice.get("finish_reason")
         except (AttributeError, IndexError, KeyError, TypeError) as error:
-            detail = "no usage" if not isinstance(response, dict) or response.get("usage") is None else type(error).__name__
-            raise malformed_error(provider=PROVIDER, model=self.name, detail=f"missing fields ({detail})") from None
+            raise missing_fields(response, error, provider=PROVIDER, model=self.name) from None
         if not isinstance(text, str):
             raise malformed_error(provider=PROVIDER, model=self.name, detail="the message content is not text")
         prompt_tokens = usage_tokens(usage, "prompt_tokens", provider=PROVIDER, model=self.name)

@@ -20,6 +20,7 @@ import json
 import os
 from collections import defaultdict
 
+from bamasc.rows import RowError, drop_torn_line, parse_lines
 from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, Provider, ProviderError
 
 
@@ -53,7 +54,7 @@ class ReplayProvider:
         self.record = record
         self._recorded, self._counted = _load(self.cassette_path, name, must_exist=not record)
         if record:
-            _drop_torn_line(self.cassette_path)
+            drop_torn_line(self.cassette_path)
         self._played = defaultdict(int)
 
     def __repr__(self) -> str:
@@ -125,31 +126,44 @@ def _load(path: str, model: str, *, must_exist: bool) -> tuple[dict[str, list[Co
         return recorded, counted
     except (OSError, UnicodeDecodeError) as problem:
         raise ProviderError(f"cassette {path} cannot be read: {problem}", kind="client") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            if entry["model"] != model:
-                continue
-            completion = Completion(
-                str(entry["text"]),
-                _count(entry["prompt_tokens"]),
-                _count(entry["completion_tokens"]),
-                entry.get("finish_reason"),
-            )
-            key = str(entry["key"])
-            count = entry.get("counted_prompt_tokens")
-            if count is not None:
-                counted[prompt_key(model, [Message(m["role"], m["content"]) for m in entry["messages"]], None)] = _count(
-                    count
-                )
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            if not line.endswith("\n"):
+    for number, recording, problem in parse_lines(lines, lambda line: _recording(line, model)):
+        if problem is not None:
+            if not lines[number - 1].endswith("\n"):
                 continue  # the last line of a run that stopped mid-write
-            raise ProviderError(f"cassette {path} line {number} is not a recorded call", kind="client") from None
+            raise ProviderError(f"cassette {path} line {number} is not a recorded call", kind="client")
+        if recording is None:
+            continue  # another model's
+        key, completion, counts = recording
+        counted.update(counts)
         recorded.setdefault(key, []).append(completion)
     return recorded, counted
+
+
+def _recording(line: str, model: str) -> tuple[str, Completion, dict[str, int]] | None:
+    """One cassette line of `model`: its key, its completion and {messages key: recorded prompt count} (empty
+    when it recorded none); None for another model's line.
+
+    Cassettes are written by bamasc, so plain `json.loads` reads them: unlike a
+    dataset row, a recorded reply may hold any string a provider sent, a lone
+    surrogate included. A line that is no recorded call is a RowError.
+    """
+    try:
+        entry = json.loads(line)
+        if entry["model"] != model:
+            return None
+        completion = Completion(
+            str(entry["text"]),
+            _count(entry["prompt_tokens"]),
+            _count(entry["completion_tokens"]),
+            entry.get("finish_reason"),
+        )
+        count = entry.get("counted_prompt_tokens")
+        if count is None:
+            return str(entry["key"]), completion, {}
+        messages = [Message(m["role"], m["content"]) for m in entry["messages"]]
+        return str(entry["key"]), completion, {prompt_key(model, messages, None): _count(count)}
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as problem:
+        raise RowError("not a recorded call", type(problem).__name__) from None
 
 
 def _count(value: object) -> int:
@@ -157,14 +171,3 @@ def _count(value: object) -> int:
     if type(value) is not int or value < 0:
         raise ValueError(f"not a token count: {value!r}")
     return value
-
-
-def _drop_torn_line(path: str) -> None:
-    """Cut a last line that an earlier run left half-written, so that new lines start clean."""
-    try:
-        with open(path, "r+b") as cassette:
-            data = cassette.read()
-            if data and not data.endswith(b"\n"):
-                cassette.truncate(data.rfind(b"\n") + 1)
-    except FileNotFoundError:
-        return
