@@ -1,7 +1,7 @@
 """Seat-ILP solve time: HiGHS against PuLP/CBC (the BAMAS paper's solver) on the same ILPs.
 
 Run from the repository root: `python benchmarks/bench_solver.py [--quick]`.
-Every time is model build + solve, what a user waits for: `ilp.formulate`, loading
+Every time is model build + solve, what a user waits for: `formulate`, loading
 the rows into the solver, solving and reading the binding back (for CBC that
 includes PuLP writing the model and starting the CBC process). Each cell is the
 median of several runs in this one process; a cell that runs past the time limit
@@ -19,13 +19,16 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bamasc.optimize.ilp import SeatProblem, cheapest_cost, formulate, solve
+from bamasc.optimize.formulation import formulate
+from bamasc.optimize.highs import solve
+from bamasc.optimize.problem import SeatProblem
 from bamasc.optimize.pulp_model import solve_with_cbc
+from bamasc.optimize.relax import cheapest_seats_cost
+from bamasc.records import replace
 
 SIZES = ((5, 3), (10, 5), (20, 10), (50, 20))  # (models, slots), after the paper's 2 x 1 pool
 PRICE_BAND = {1: (1000.0, 2000.0), 2: (300.0, 1000.0), 3: (10.0, 300.0)}  # µ$ per call, by tier
@@ -69,7 +72,7 @@ def random_problem(models: int, slots: int, seed: int = 0) -> SeatProblem:
         cost=cost,
         budget=math.inf,
     )
-    cheapest = cheapest_cost(unbudgeted)
+    cheapest = cheapest_seats_cost(unbudgeted)
     dearest = sum(max(row) for rows in cost for row in rows)
     return replace(unbudgeted, budget=round(cheapest + BUDGET_SHARE * (dearest - cheapest)))
 

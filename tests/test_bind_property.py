@@ -15,7 +15,7 @@ from bamasc.ir.graph import call_graph, verified_cost
 from bamasc.ir.unroll import unroll
 from bamasc.loader import load
 from bamasc.optimize.bind import _has_idle_seat, _seat_problem, bind_template
-from bamasc.optimize.ilp import RequireRow
+from bamasc.optimize.problem import RequireRow
 
 FLOWS = {
     # name: (slots with their roles, flow text)

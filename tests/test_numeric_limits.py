@@ -4,7 +4,6 @@ the limits the compiler binds without the solver failing (docs/language.md, "Lim
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 
@@ -13,8 +12,11 @@ from bamasc.cli import main
 from bamasc.plan.compile import CompileError, compile_file
 from bamasc.diagnostics import CODES, render_text
 from bamasc.lint import lint_paths
-from bamasc.optimize import ilp
-from bamasc.optimize.ilp import SeatProblem, formulate, solve, tier_weights
+from bamasc.optimize.errors import InexactWeights, SolverError
+from bamasc.optimize.formulation import formulate, scaled_objective, tier_weights
+from bamasc.optimize.highs import cheapest_seats, solve
+from bamasc.optimize.problem import SeatProblem
+from bamasc.records import replace
 
 # One small file with a placeholder for every limited value; each case fills in one of them.
 TEMPLATE = """\
@@ -184,15 +186,15 @@ def test_a_seat_above_the_budget_enters_its_row_just_above_it():
 
 
 def test_objectives_past_two_to_the_forty_are_scaled_by_a_power_of_two():
-    objective = ilp._objective([-(2.0**50), 3.0], 0.5)
+    objective = scaled_objective([-(2.0**50), 3.0], 0.5)
     assert objective.coefficients == [-(2.0**40), 3.0 / 2**10] and objective.tolerance == 0.5 / 2**10
-    small = ilp._objective([1.0, 2.0], 0.5)
+    small = scaled_objective([1.0, 2.0], 0.5)
     assert small.coefficients == [1.0, 2.0] and small.tolerance == 0.5
     problem = SeatProblem(
         slot_names=("a",), lo=(1,), hi=(1,), model_names=("x", "y"), tiers=(1, 1),
         cost=(((3e19, 2e19),),), budget=math.inf,
     )
-    assert ilp.cheapest_seats(problem) == ((0, 0, 1),)
+    assert cheapest_seats(problem) == ((0, 0, 1),)
 
 
 def test_tier_weights_refuse_a_budget_that_buys_more_than_two_to_the_53_seats():
@@ -200,7 +202,7 @@ def test_tier_weights_refuse_a_budget_that_buys_more_than_two_to_the_53_seats():
         slot_names=("a",), lo=(1,), hi=(1,), model_names=("x", "y"), tiers=(1, 2),
         cost=(((1.0, 1e-300),),), budget=1e6,
     )
-    with pytest.raises(ilp.InexactWeights, match="2\\*\\*53"):  # not an OverflowError from floor(inf)
+    with pytest.raises(InexactWeights, match="2\\*\\*53"):  # not an OverflowError from floor(inf)
         tier_weights(problem)
 
 
@@ -232,7 +234,7 @@ def test_a_solver_failure_is_bam504_at_the_template(write_bam, tmp_path, capsys)
 
 def test_highs_refusing_the_problem_is_bam504_not_a_traceback(write_bam, tmp_path, monkeypatch):
     def refuse(problem, method="lexicographic", **_):
-        raise ilp.SolverError("HiGHS addRows failed")
+        raise SolverError("HiGHS addRows failed")
 
     monkeypatch.setattr("bamasc.optimize.bind.solve", refuse)
     result = compile_file(write_bam(source()), plan_dir=str(tmp_path))

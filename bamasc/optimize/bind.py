@@ -1,9 +1,9 @@
 """Binds models to the slot instances of one template under a budget, exactly.
 
 For every count vector the template allows, the flow is unrolled and the seat
-ILP (`ilp.py`) is solved with per-seat costs that under-estimate context
-growth: a call's input counts the smallest output any pool model could feed
-it. The exact bound of the chosen binding is then computed on the unrolled
+ILP (`formulation.py`, solved on HiGHS by `highs.py`) is solved with per-seat
+costs that under-estimate context growth: a call's input counts the smallest
+output any pool model could feed it. The exact bound of the chosen binding is then computed on the unrolled
 calls; if it breaks the budget, that binding is cut off and the ILP solved
 again. Because the solver's costs never exceed the exact ones, the first
 binding that passes is optimal among all bindings for that count vector, and
@@ -21,23 +21,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
 
 from bamasc.check.linear import linear_row
 from bamasc.program import Program, System
 from bamasc.ir.bounds import CallBound, call_bounds
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll
-from bamasc.optimize.ilp import (
-    Explanation,
-    RequireRow,
-    SeatProblem,
-    cheapest_seats,
-    explain,
-    solve,
-)
-from bamasc.records import record
-from bamasc.records import replace as replace_record
+from bamasc.optimize.highs import cheapest_seats, solve
+from bamasc.optimize.problem import RequireRow, SeatProblem
+from bamasc.optimize.relax import Explanation, explain_infeasibility
+from bamasc.records import record, replace
 
 MAX_COUNT_VECTORS = 4096
 MAX_CUTS = 200
@@ -50,7 +43,9 @@ class BindingError(Exception):
 
 
 @record
-class Seat:
+class TemplateSeat:
+    """One seat of a template binding, by name: the model that runs an instance of a slot."""
+
     slot: str
     instance: int
     model: str
@@ -64,7 +59,7 @@ class TemplateBinding:
     budget: float
     feasible: bool
     counts: tuple[tuple[str, int], ...]
-    seats: tuple[Seat, ...]
+    seats: tuple[TemplateSeat, ...]
     unrolled: Unrolled | None
     bounds: tuple[CallBound, ...]
     worst_case_cost: float  # exact, from the unrolled calls; math.inf when infeasible
@@ -118,13 +113,13 @@ def bind_template(
         solves += used
         cuts += cut
         if found is None:
-            explanations.append((explain(problem), problem, unrolled))
+            explanations.append((explain_infeasibility(problem), problem, unrolled))
             continue
         candidate = _binding(template, budget, topology, pool, tiers, counts, unrolled, found)
         if best is None or candidate.objective > best.objective:
             best = candidate
     if best is not None:
-        return replace_record(best, solves=solves, cuts=cuts)
+        return replace(best, solves=solves, cuts=cuts)
     return _infeasible(program, system, template, budget, pool, tiers, explanations, solves, cuts)
 
 
@@ -187,7 +182,7 @@ def _solve_exactly(program, system, pool, problem, unrolled, budget, method):
 
 def _binding(template, budget, topology, pool, tiers, counts, unrolled, found) -> TemplateBinding:
     binding, bounds, exact = found
-    seats = tuple(Seat(topology.slots[s].name, k, pool[m].name) for s, k, m in binding.seats)
+    seats = tuple(TemplateSeat(topology.slots[s].name, k, pool[m].name) for s, k, m in binding.seats)
     return TemplateBinding(
         template=template,
         budget=budget,

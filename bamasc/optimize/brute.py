@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator
 from itertools import combinations_with_replacement, product
 
-from bamasc.optimize.ilp import Binding, Seat, SeatProblem, evaluate
+from bamasc.optimize.problem import Binding, Seat, SeatProblem, evaluate
 
 
 def brute_force(problem: SeatProblem) -> Binding | None:

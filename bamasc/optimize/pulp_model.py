@@ -1,11 +1,11 @@
 """The seat ILP built with PuLP and solved by CBC, the BAMAS paper's solver.
 
 Only the solver benchmark uses this: it is the baseline the HiGHS adapter is
-measured against. It takes its rows and objectives from `ilp.formulate` and
-`ilp._objectives`, so CBC solves exactly the ILPs HiGHS solves: the paper's
-single weighted tier objective, or the lexicographic sequence (one ILP per
-objective, each optimum fixed by a row before the next) that bamasc runs by
-default.
+measured against. It takes its rows and objectives from `formulation.formulate`
+and `formulation.ordered_objectives`, so CBC solves exactly the ILPs HiGHS
+solves: the paper's single weighted tier objective, or the lexicographic
+sequence (one ILP per objective, each optimum fixed by a row before the next)
+that bamasc runs by default.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import time
 import warnings
 from typing import Literal
 
-from bamasc.optimize.ilp import Binding, SeatProblem, _objectives, evaluate, formulate
+from bamasc.optimize.formulation import formulate, ordered_objectives
+from bamasc.optimize.problem import Binding, SeatProblem, evaluate
 
 
 def solve_with_cbc(
@@ -28,7 +29,7 @@ def solve_with_cbc(
 ) -> Binding | None:
     """The best binding by CBC; None when infeasible.
 
-    method and tie_break mean what they mean for `ilp.solve`; the default is the
+    method and tie_break mean what they mean for `highs.solve`; the default is the
     paper's setup, one weighted objective and no tie-break. drop_dominated=False
     solves the full formulation (every model offered in every slot). Raises
     TimeoutError when CBC stops at time_limit (seconds, for the whole solve)
@@ -54,7 +55,7 @@ def solve_with_cbc(
                 model += (lhs <= row.upper, f"r{number}_up")
     deadline = None if time_limit is None else time.monotonic() + time_limit
     everything = range(len(ilp.seats))
-    objectives = _objectives(problem, ilp, method, tie_break)
+    objectives = ordered_objectives(problem, ilp, method, tie_break)
     for position, objective in enumerate(objectives):
         model.setObjective(expression(everything, objective.coefficients))
         left = None if deadline is None else max(0.0, deadline - time.monotonic())

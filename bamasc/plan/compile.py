@@ -49,7 +49,7 @@ def compile_file(
 ) -> Compiled:
     """Bind every template of the chosen system(s); `budget` (µ$) overrides the declared one."""
     from bamasc.optimize.bind import BindingError, bind_template
-    from bamasc.optimize.ilp import SolverError
+    from bamasc.optimize.errors import SolverError
     from bamasc.plan.build import build_plan
 
     result = Compiled()
