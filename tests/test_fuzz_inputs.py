@@ -102,9 +102,10 @@ def quietly(argv: list[str]) -> int:
 
 
 # Crashes these loops found, kept as regressions (before the limits and the capped budget row):
-# feasibility.py _up (OverflowError on an infinite floor), ilp.py _validate (infinite seat costs),
-# ilp.py solve (HiGHS dropped a row it refused and returned seats that break it), and
-# ilp.py _solution_or_none (HiGHS stopped with status Unknown on 1e30-token caps).
+# the static budget check (OverflowError on an infinite floor), optimize/problem.py _validate
+# (infinite seat costs), optimize/highs.py solve (HiGHS dropped a row it refused and returned
+# seats that break it), and highs.py _solution_or_none (HiGHS stopped with status Unknown on
+# 1e30-token caps).
 REGRESSIONS = {
     "output-price-1e309": (b"gsm8k.bam", b"output = 0.40", b"output = 1e309"),
     "output-price-1e308": (b"gsm8k.bam", b"output = 0.40", b"output = 1e308"),

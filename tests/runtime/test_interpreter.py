@@ -20,7 +20,7 @@ from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.trace import TraceWriter, finished_tasks
 from tests.conftest import ROOT
-from tests.test_bind_property import systems
+from tests.optimize.test_bind_property import systems
 
 NO_WAIT = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.0, timeout=5.0)
 GSM8K = os.path.join(ROOT, "examples", "gsm8k.bam")

@@ -19,7 +19,7 @@ from bamasc import loader
 from bamasc.diagnostics import CODES, ERROR, WARNING, render_text
 from bamasc.lint import lint_paths
 
-FIXTURES = Path(__file__).parent / "fixtures" / "lint"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "lint"
 CASES = sorted(FIXTURES.glob("*.bam"))
 
 # Codes that no fixture in the folder shows, and why.
