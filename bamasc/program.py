@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from types import MappingProxyType
 
 from bamasc.records import record
@@ -138,6 +139,12 @@ class System:
     spans: dict[str, Span] = NO_SPANS
     item_spans: dict[str, tuple[Span, ...]] = NO_SPANS
     reward: RewardConstants = DEFAULT_REWARD  # constants for training a policy (the `reward` block)
+
+    def checkpoint_path(self) -> str | None:
+        """The file `select = policy("PATH")` names, relative to the file that declares the system."""
+        if not self.select.path:
+            return None
+        return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(self.span.file)), self.select.path))
 
 
 @record

@@ -99,17 +99,9 @@ def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> S
     )
 
 
-def checkpoint_path(system) -> str | None:
-    """The file `select = policy("PATH")` names, relative to the file that declares the system."""
-    path = system.select.path
-    if not path:
-        return None
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(system.span.file)), path))
-
-
 def _checkpoint_sha256(system) -> str | None:
     """The policy checkpoint's hash, so a plan is known stale when the policy is retrained."""
-    path = checkpoint_path(system)
+    path = system.checkpoint_path()
     if path is None or not os.path.isfile(path):
         return None
     with open(path, "rb") as handle:

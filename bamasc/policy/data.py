@@ -25,7 +25,7 @@ import os
 
 from bamasc.limits import MAX_BUDGET
 from bamasc.records import record
-from bamasc.rows import RowError, lines, parse_line, read_jsonl
+from bamasc.rows import drop_torn_line, lines, parse_lines, read_jsonl
 
 ROW_FIELDS = ("task_id", "task", "budget", "template", "success", "cost", "feasible")
 
@@ -196,12 +196,13 @@ def done_keys(path: str) -> set[tuple[str, float, str]]:
     keys = set()
     if not os.path.exists(path):
         return keys
-    for _, line in lines(path):
+    for _, data, problem in parse_lines(line for _, line in lines(path)):
+        if problem is not None:
+            continue  # a line cut short by a crash
         try:
-            data = parse_line(line)
             keys.add((str(data["task_id"]), float(data["budget"]), data["template"]))
-        except (RowError, KeyError, TypeError, ValueError, OverflowError):
-            continue  # a line cut short by a crash, or not a row of ours
+        except (KeyError, TypeError, ValueError, OverflowError):
+            continue  # not a row of ours
     return keys
 
 
@@ -209,11 +210,7 @@ class RowWriter:
     """Appends rows, each written whole and flushed; a half line left by a crash is cut first."""
 
     def __init__(self, path: str):
-        if os.path.exists(path) and os.path.getsize(path):
-            with open(path, "rb+") as handle:
-                data = handle.read()
-                if not data.endswith(b"\n"):
-                    handle.truncate(data.rfind(b"\n") + 1)
+        drop_torn_line(path)
         self.handle = open(path, "a", encoding="utf-8")
 
     def write(self, data: dict) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bamasc.plan.build import checkpoint_path
 from bamasc.policy.checkpoint import LoadedPolicy, load_policy
 from bamasc.policy.errors import PolicyError
 from bamasc.policy.features import Features, budget_feature, default_cache_dir
@@ -13,10 +12,10 @@ from bamasc.policy.features import Features, budget_feature, default_cache_dir
 def policy_path(system_plan, program) -> str:
     """The checkpoint a system's `select = policy("PATH")` names, relative to the file that declares the system.
 
-    The compiler resolves it (`checkpoint_path`) to hash the checkpoint into the
+    The compiler resolves it (`System.checkpoint_path`) to hash the checkpoint into the
     plan; the run loads the very file that hash is of.
     """
-    path = checkpoint_path(program.systems[system_plan.name])
+    path = program.systems[system_plan.name].checkpoint_path()
     if path is None:
         raise PolicyError(f"system '{system_plan.name}' does not select by policy")
     return path
