@@ -12,45 +12,36 @@ import math
 from bamasc.limits import MAX_BUDGET, MAX_REWARD, written
 
 
-def positive(text: str) -> int:
+def _number(text: str, convert, holds, need: str):
+    """`convert(text)` when the value `holds`; else an argparse error saying what is needed.
+    Text that does not convert fails like a value out of range (NaN fails every test)."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"need a whole number of at least 1, not {text!r}")
+        value = math.nan
+    if not holds(value):
+        raise argparse.ArgumentTypeError(f"need {need}, not {text!r}")
     return value
+
+
+def positive(text: str) -> int:
+    return _number(text, int, lambda value: value >= 1, "a whole number of at least 1")
 
 
 def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 3600:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"need seconds above 0 (at most 3600), not {text!r}")
-    return value
+    return _number(text, float, lambda value: 0 < value <= 3600, "seconds above 0 (at most 3600)")
 
 
 def share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"need a share from 0 up to (not including) 1, not {text!r}")
-    return value
+    return _number(text, float, lambda value: 0 <= value < 1, "a share from 0 up to (not including) 1")
 
 
 def finite(text: str) -> float:
     """A float that training can compute with: NaN or infinity would turn every loss into NaN."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or abs(value) > MAX_REWARD:
-        raise argparse.ArgumentTypeError(f"need a finite number of at most {MAX_REWARD:g} in size, not {text!r}")
-    return value
+    return _number(
+        text, float, lambda value: math.isfinite(value) and abs(value) <= MAX_REWARD,
+        f"a finite number of at most {MAX_REWARD:g} in size",
+    )
 
 
 def budget(text: str) -> float:
