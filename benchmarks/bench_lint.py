@@ -1,6 +1,12 @@
 """Cold `bamasc lint` wall time beside bare interpreter start-up, measured in one run.
 
-    python benchmarks/bench_lint.py [--runs 31]
+    python benchmarks/bench_lint.py [--runs 31] [--baseline DIR]
+
+`--baseline DIR` adds a third command to the alternation: the same lint run
+from another source tree of bamasc (an older checkout, e.g. made with
+`git worktree add DIR REV`), as `python -m bamasc` with that tree first on the
+path, beside this tree run the same way, so a change is measured against
+its parent in one run.
 
 Each run starts a new process, so every import and the grammar tables load
 from scratch; the two commands alternate so drift in machine speed hits both.
@@ -27,15 +33,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall_time(command: list[str]) -> float:
+def wall_time(command: list[str], env: dict = ENV) -> float:
     start = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=ENV)
+    subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     return time.perf_counter() - start
+
+
+def from_tree(tree: str) -> dict:
+    """The environment that runs `python -m bamasc` from the source tree `tree`."""
+    return {**ENV, "PYTHONPATH": os.path.abspath(tree)}
+
+
+def table_row(name: str, times: list[float]) -> str:
+    return f"| {name} | {statistics.median(times) * 1000:.1f} | {min(times) * 1000:.1f} | {max(times) * 1000:.1f} |"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=31)
+    parser.add_argument("--baseline", metavar="DIR", help="another bamasc source tree to time beside this one")
     args = parser.parse_args()
     files = sorted(glob.glob(os.path.join("examples", "*.bam"))) + sorted(glob.glob(os.path.join("stdlib_topologies", "*.bam")))
     bare = [sys.executable, "-c", "pass"]
@@ -52,6 +68,9 @@ def main() -> None:
     for _ in range(args.runs):
         bare_times.append(wall_time(bare))
         lint_times.append(wall_time(lint))
+    if args.baseline:
+        compare(args, files, bare)
+        return
     ratios = [l / b for l, b in zip(lint_times, bare_times)]
     bare_ms = statistics.median(bare_times) * 1000
     lint_ms = statistics.median(lint_times) * 1000
@@ -61,6 +80,30 @@ def main() -> None:
     print(f"| python -c pass | {bare_ms:.1f} | {min(bare_times) * 1000:.1f} | {max(bare_times) * 1000:.1f} |")
     print(f"| bamasc lint (7 files) | {lint_ms:.1f} | {min(lint_times) * 1000:.1f} | {max(lint_times) * 1000:.1f} |")
     print(f"ratio of medians: {lint_ms / bare_ms:.2f}x; median of per-pair ratios: {statistics.median(ratios):.2f}x (target <= 4x)")
+
+
+def compare(args, files: list[str], bare: list[str]) -> None:
+    """This tree and the baseline tree, both as `python -m bamasc lint`, alternating with `python -c pass`."""
+    lint = [sys.executable, "-m", "bamasc", "lint", *files]
+    envs = {"this tree": from_tree(ROOT), "baseline": from_tree(args.baseline)}
+    for name, env in envs.items():
+        check = subprocess.run(lint, cwd=ROOT, capture_output=True, text=True, env=env)
+        if check.returncode != 0:
+            sys.exit(f"lint from {name} failed:\n{check.stdout}{check.stderr}")
+        wall_time(lint, env)
+    times = {"python -c pass": [], **{name: [] for name in envs}}
+    for _ in range(args.runs):
+        times["python -c pass"].append(wall_time(bare))
+        for name, env in envs.items():
+            times[name].append(wall_time(lint, env))
+    bare_ms = statistics.median(times["python -c pass"]) * 1000
+    print(f"files linted: {len(files)}; runs: {args.runs} each, alternating; baseline tree: {args.baseline}")
+    print("| command | median wall ms | min ms | max ms | ratio to python -c pass |")
+    print("|---|---:|---:|---:|---:|")
+    for name, series in times.items():
+        print(f"{table_row(name, series)} {statistics.median(series) * 1000 / bare_ms:.2f}x |")
+    pairs = [a / b for a, b in zip(times["this tree"], times["baseline"])]
+    print(f"this tree / baseline, median of per-run ratios: {statistics.median(pairs):.3f}")
 
 
 if __name__ == "__main__":
