@@ -9,7 +9,7 @@ and from which `ir/graph.py` builds the bound template's graph.
 
 from __future__ import annotations
 
-from bamasc.ir.walk import EVERY, Call, Decision, FlowValue, Parallel, walk
+from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, walk
 from bamasc.program import Topology
 from bamasc.records import record
 
@@ -46,7 +46,7 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
             return Unrolled(tuple(calls), done.value)
         if isinstance(request, Decision):
             reply = EVERY
-        elif isinstance(request, Parallel):
+        elif isinstance(request, CallGroup):
             calls.extend(_node(call) for call in request.calls)
             reply = [None] * len(request.calls)
         else:
@@ -54,5 +54,5 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
             reply = None
 
 
-def _node(call: Call) -> CallNode:
+def _node(call: CallRequest) -> CallNode:
     return CallNode(call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator)

@@ -1,7 +1,7 @@
 """The flow walker: the one place that knows what each combinator calls.
 
-`walk(topology, counts)` is a generator. It yields a `Call` for each call the
-flow would make next (a `Parallel` for calls made together) and receives what
+`walk(topology, counts)` is a generator. It yields a `CallRequest` for each call the
+flow would make next (a `CallGroup` for calls made together) and receives what
 the call returned; it yields a `Decision` where the flow branches on an output
 (did the critic approve? how many steps has the plan?) and receives the answer.
 It returns the flow's answer as a `FlowValue`.
@@ -65,7 +65,7 @@ class Card:
 
 
 @record
-class Call:
+class CallRequest:
     """One call the flow makes: its seat, what its prompt reads, and when it runs.
 
     `inputs` maps placeholder names to what fills them: a `FlowValue` (the
@@ -95,10 +95,10 @@ class Call:
 
 
 @record
-class Parallel:
+class CallGroup:
     """Calls made together; the walker receives their outputs as a list, in order."""
 
-    calls: tuple[Call, ...]
+    calls: tuple[CallRequest, ...]
 
 
 @record
@@ -118,7 +118,7 @@ class Decision:
     among: tuple[str, ...] = ()
 
 
-Walk = Generator["Call | Parallel | Decision", object, FlowValue]
+Walk = Generator["CallRequest | CallGroup | Decision", object, FlowValue]
 
 
 def call_id(slot: str, instance: int, statement: int, label: str) -> str:
@@ -161,8 +161,8 @@ class _Walker:
     def args(self, call: ast.SlotCall) -> tuple[tuple[str, FlowValue], ...]:
         return tuple((arg.name, self.values.get(arg.name, FlowValue())) for arg in call.args)
 
-    def call(self, slot: str, instance: int, label: str, inputs, condition: str | None, combinator: str) -> Call:
-        return Call(
+    def call(self, slot: str, instance: int, label: str, inputs, condition: str | None, combinator: str) -> CallRequest:
+        return CallRequest(
             call_id(slot, instance, self.statement, label),
             slot,
             instance,
@@ -204,7 +204,7 @@ class _Walker:
         calls = tuple(
             self.call(node.call.slot, k, f"parallel{k}", base, None, "parallel") for k in range(self.count(node.call.slot))
         )
-        yield Parallel(calls)
+        yield CallGroup(calls)
         return FlowValue(nodes=tuple(c.id for c in calls), many=True)
 
     def _vote(self, node: ast.Vote) -> Walk:

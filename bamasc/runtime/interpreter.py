@@ -17,7 +17,7 @@ import time
 
 from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
-from bamasc.ir.walk import Card, Decision, FlowValue, Parallel, walk
+from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, walk
 from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
 from bamasc.runtime.guard import BudgetGuard
@@ -302,7 +302,7 @@ class TaskRun:
                 return done.value
             if isinstance(request, Decision):
                 reply = self.decide(request)
-            elif isinstance(request, Parallel):
+            elif isinstance(request, CallGroup):
                 reply = await self.parallel(request.calls)
             else:
                 reply = await self.call(request)

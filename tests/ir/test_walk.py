@@ -13,7 +13,7 @@ import pytest
 
 from bamasc.ir import walk as walk_module
 from bamasc.ir.unroll import unroll
-from bamasc.ir.walk import EVERY, Call, Decision, FlowValue, Parallel, one, walk
+from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, one, walk
 from bamasc.optimize.bind import bind_template
 from bamasc.plan.build import template_plan
 from bamasc.plan.compile import compile_file
@@ -116,7 +116,7 @@ def _requests(topology, counts, answers):
         seen.append(request)
         if isinstance(request, Decision):
             reply = answers(request)
-        elif isinstance(request, Parallel):
+        elif isinstance(request, CallGroup):
             reply = [None] * len(request.calls)
         else:
             reply = None
@@ -133,9 +133,9 @@ def test_an_early_approval_ends_refine_and_its_answer_is_that_draft():
     counts = {slot.name: 3 for slot in topology.slots}
     every, answer_every = _requests(topology, counts, lambda d: EVERY)
     approve, answer_approve = _requests(topology, counts, lambda d: True)
-    calls = [r.id for r in approve if isinstance(r, Call)]
-    assert [r.id for r in every if isinstance(r, Call)][: len(calls)] == calls
-    assert len(calls) < len([r for r in every if isinstance(r, Call)])
+    calls = [r.id for r in approve if isinstance(r, CallRequest)]
+    assert [r.id for r in every if isinstance(r, CallRequest)][: len(calls)] == calls
+    assert len(calls) < len([r for r in every if isinstance(r, CallRequest)])
     assert answer_approve.nodes == (calls[0],) and len(answer_every.nodes) > 1 and answer_every.one_of
 
 
@@ -146,10 +146,10 @@ def test_a_plan_with_fewer_steps_makes_only_those_and_the_unroller_takes_the_mos
     counts = {slot.name: 2 for slot in topology.slots}
     every, _ = _requests(topology, counts, lambda d: EVERY)
     one_step, _ = _requests(topology, counts, lambda d: 1 if d.kind == "steps" else True)
-    steps = [r for r in one_step if isinstance(r, Call) and ".step" in r.id]
+    steps = [r for r in one_step if isinstance(r, CallRequest) and ".step" in r.id]
     assert [s.id for s in steps] == [f"{topology.flow[0].expr.executor.name}[0]@0.step0.0"]
     limit = next(d.limit for d in every if isinstance(d, Decision) and d.kind == "steps")
-    assert len([r for r in every if isinstance(r, Call) and ".step0." in r.id]) == limit
+    assert len([r for r in every if isinstance(r, CallRequest) and ".step0." in r.id]) == limit
 
 
 def test_a_vote_is_the_winner_at_run_time_and_any_draft_when_unrolled():
