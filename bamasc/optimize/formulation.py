@@ -26,7 +26,7 @@ scaled by a power of two, which is exact in floating point."""
 
 
 @record
-class LinearRow:
+class MilpRow:
     """lower <= Σ values[i] · x[columns[i]] <= upper, tagged with the rule it encodes."""
 
     family: str
@@ -41,7 +41,7 @@ class SeatIlp:
     """Binary column j is seat `seats[j]`; `rows` are every constraint of the problem."""
 
     seats: tuple[Seat, ...]
-    rows: tuple[LinearRow, ...]
+    rows: tuple[MilpRow, ...]
 
     def column_vector(self, value_of_seat) -> list[float]:
         return [float(value_of_seat(s, k, m)) for s, k, m in self.seats]
@@ -92,7 +92,7 @@ def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
         (s, k, m) for s in range(len(problem.slot_names)) for k in range(problem.hi[s]) for m in offered[s]
     )
     column = {seat: j for j, seat in enumerate(seats)}
-    rows: list[LinearRow] = []
+    rows: list[MilpRow] = []
     inf = math.inf
 
     def instance(s: int, k: int) -> list[int]:
@@ -103,12 +103,12 @@ def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
         width = len(models)
         top_rank = width - 1
         for k in range(problem.hi[s]):
-            rows.append(LinearRow(f"seat[{name}]", tuple(instance(s, k)), (1.0,) * width, -inf, 1.0))
+            rows.append(MilpRow(f"seat[{name}]", tuple(instance(s, k)), (1.0,) * width, -inf, 1.0))
             if k + 1 == problem.hi[s]:
                 continue
             # a_{s,k+1} <= a_{s,k}: instances fill in order.
             rows.append(
-                LinearRow(
+                MilpRow(
                     f"fill[{name}]",
                     (*instance(s, k + 1), *instance(s, k)),
                     (1.0,) * width + (-1.0,) * width,
@@ -120,14 +120,14 @@ def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
             # than k+1. `models` is strongest first, so a model's rank is its position.
             values = tuple(float(r) for r in range(width)) + tuple(float(top_rank - r) for r in range(width))
             rows.append(
-                LinearRow(
+                MilpRow(
                     f"order[{name}]", (*instance(s, k), *instance(s, k + 1)), values, -inf, float(top_rank)
                 )
             )
         if problem.lo[s] > 0:
             slot_columns = tuple(j for j, seat in enumerate(seats) if seat[0] == s)
             rows.append(
-                LinearRow(
+                MilpRow(
                     f"min_count[{name}]", slot_columns, (1.0,) * len(slot_columns), float(problem.lo[s]), inf
                 )
             )
@@ -139,18 +139,18 @@ def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
                     coefficient[j] = coefficient.get(j, 0.0) + coef
         lower = -inf if row.sense == "<=" else float(row.rhs)
         upper = inf if row.sense == ">=" else float(row.rhs)
-        rows.append(LinearRow(f"require #{i + 1}", tuple(coefficient), tuple(coefficient.values()), lower, upper))
+        rows.append(MilpRow(f"require #{i + 1}", tuple(coefficient), tuple(coefficient.values()), lower, upper))
     everything = tuple(range(len(seats)))
     if problem.min_agents > 0:
-        rows.append(LinearRow("min_agents", everything, (1.0,) * len(seats), float(problem.min_agents), inf))
+        rows.append(MilpRow("min_agents", everything, (1.0,) * len(seats), float(problem.min_agents), inf))
     if problem.budget < inf:
         costs = tuple(_budget_coefficient(problem, s, k, m) for s, k, m in seats)
-        rows.append(_scaled_row(LinearRow("budget", everything, costs, -inf, float(problem.budget))))
+        rows.append(_scaled_row(MilpRow("budget", everything, costs, -inf, float(problem.budget))))
     for i, binding in enumerate(problem.excluded):
         # No-good cut: Σ_{in binding} (1 - x) + Σ_{not in binding} x >= 1.
         chosen = {column[seat] for seat in binding}
         values = tuple(-1.0 if j in chosen else 1.0 for j in everything)
-        rows.append(LinearRow(f"excluded[{i}]", everything, values, 1.0 - len(chosen), inf))
+        rows.append(MilpRow(f"excluded[{i}]", everything, values, 1.0 - len(chosen), inf))
     return SeatIlp(seats, tuple(rows))
 
 
@@ -171,13 +171,13 @@ def _power_of_two_scale(largest: float) -> float:
     return 2.0 ** -math.ceil(math.log2(largest / LARGEST_SOLVER_VALUE))
 
 
-def _scaled_row(row: LinearRow) -> LinearRow:
+def _scaled_row(row: MilpRow) -> MilpRow:
     bounds = [abs(b) for b in (row.lower, row.upper) if math.isfinite(b)]
     largest = max([*map(abs, row.values), *bounds], default=0.0)
     scale = _power_of_two_scale(largest)
     if scale == 1.0:
         return row
-    return LinearRow(row.family, row.columns, tuple(v * scale for v in row.values), row.lower * scale, row.upper * scale)
+    return MilpRow(row.family, row.columns, tuple(v * scale for v in row.values), row.lower * scale, row.upper * scale)
 
 
 def tier_weights(problem: SeatProblem) -> tuple[int, ...]:
