@@ -5,6 +5,11 @@ it with every decision left open (`EVERY`), so the walk visits each call that
 any run can make, with the condition under which it runs. The result is the
 call list in flow order, which the static budget check and the binder price,
 and from which `ir/graph.py` builds the bound template's graph.
+
+`EVERY` suffices because every decision today is monotone: its worst answer
+(reject, the most steps) makes a superset of the calls of any other. A
+decision whose answers make different calls (a router choosing one branch)
+needs one walk per answer here, joined into one call list.
 """
 
 from __future__ import annotations
