@@ -212,7 +212,8 @@ class TaskRun:
             started = time.perf_counter()
             try:
                 completion = await provider.complete(
-                    messages, reservation.max_tokens, timeout=self.retry.timeout, decoding=decoding_for(role, model)
+                    messages, reservation.max_tokens, timeout=self.retry.timeout, decoding=decoding_for(role, model),
+                    expect=role.reads,
                 )
             except ProviderError as problem:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)

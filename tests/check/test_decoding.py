@@ -72,7 +72,7 @@ def test_every_call_sends_the_decoding(tmp_path):
     seen = []
 
     class Recording(FakeProvider):
-        async def complete(self, messages, max_tokens, *, timeout, decoding=None):
+        async def complete(self, messages, max_tokens, *, timeout, decoding=None, expect="text"):
             seen.append(decoding)
             return await super().complete(messages, max_tokens, timeout=timeout, decoding=decoding)
 

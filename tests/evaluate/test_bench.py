@@ -100,7 +100,7 @@ class Oracle(FakeProvider):
         super().__init__(name)
         self.answers = answers
 
-    async def complete(self, messages, max_tokens, *, timeout, decoding=None):
+    async def complete(self, messages, max_tokens, *, timeout, decoding=None, expect="text"):
         prompt = messages[-1].content
         if "CONCLUSION" not in prompt and "JSON list" not in prompt:
             for needle, reply in self.answers:

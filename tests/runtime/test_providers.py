@@ -517,7 +517,7 @@ class Counting:
         self.calls = 0
         self.inner = FakeProvider("m1")
 
-    async def complete(self, messages, max_tokens, *, timeout, decoding=None):
+    async def complete(self, messages, max_tokens, *, timeout, decoding=None, expect="text"):
         self.calls += 1
         return await self.inner.complete(messages, max_tokens, timeout=timeout)
 
@@ -555,7 +555,7 @@ def test_repeated_prompt_plays_back_in_order(tmp_path):
     replies = iter(["first", "second"])
 
     class Sequence(Counting):
-        async def complete(self, messages, max_tokens, *, timeout, decoding=None):
+        async def complete(self, messages, max_tokens, *, timeout, decoding=None, expect="text"):
             return Completion(next(replies), 3, 2, "stop")
 
     recorder = ReplayProvider("m1", cassette, inner=Sequence(), record=True)
@@ -630,3 +630,23 @@ def test_an_openai_family_behind_any_endpoint_is_counted_exactly(monkeypatch):
         for provider in (*served, other):
             run(provider.aclose())
     assert encoding_for("openai/gpt-4o") == "o200k_base" and encoding_for("deepseek-v3") is None
+
+
+# ---------------------------------------------------------------- the fake reads the role, not only the prompt
+
+
+def test_the_fake_answers_as_the_role_reads_even_with_a_verdict_in_the_prompt():
+    """A re-plan or a revision holds the critic's verdict in its prompt; it still owes cards or an answer."""
+    import json as _json
+
+    from bamasc.runtime.providers.fake import echo_reply, worst_case_reply
+
+    replan = [Message("user", "Break it into steps; answer with a JSON list of step cards.\nCONCLUSION: INCORRECT - no")]
+    assert isinstance(_json.loads(worst_case_reply(replan, 80, "plan")), list)
+    assert isinstance(_json.loads(echo_reply(replan, "plan")), list)
+    revise = [Message("user", "Solve 3 + 4.\nFeedback: CONCLUSION: INCORRECT - wrong sum\nEnd with a line \"#### <number>\".")]
+    assert "####" in echo_reply(revise, "answer") and "CONCLUSION" not in echo_reply(revise, "answer")
+    assert "CONCLUSION" not in worst_case_reply(revise, 200, "answer")
+    # A role that reads plain text still gets the prompt's cue.
+    assert "CONCLUSION: CORRECT" in echo_reply(revise, "text")
+    assert "CONCLUSION: INCORRECT" in worst_case_reply([Message("user", "Audit: End with CONCLUSION")], 200, "verdict")

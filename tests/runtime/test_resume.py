@@ -159,7 +159,7 @@ class Broken:
     def count_prompt_tokens(self, messages):
         return None
 
-    async def complete(self, messages, max_tokens, *, timeout, decoding=None):
+    async def complete(self, messages, max_tokens, *, timeout, decoding=None, expect="text"):
         raise ZeroDivisionError("a defect")
 
     async def aclose(self):

@@ -46,7 +46,8 @@ class AnthropicProvider:
         return None
 
     async def complete(
-        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
+        expect: str = "text",
     ) -> Completion:
         system = "\n\n".join(message.content for message in messages if message.role == "system")
         request = {

@@ -104,8 +104,12 @@ class Provider(Protocol):
     name: str  # the model's name in the .bam source
 
     async def complete(
-        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
-    ) -> Completion: ...
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
+        expect: str = "text",
+    ) -> Completion:
+        """One attempt. `expect` is what the caller reads from the reply, the role's
+        `reads` (text, answer, verdict, plan, code); a real model is not told it."""
+        ...
 
     def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...
 

@@ -68,7 +68,8 @@ class FakeProvider:
         return safe_prompt_bound(messages)
 
     async def complete(
-        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
+        expect: str = "text",
     ) -> Completion:
         # Offline answers are deterministic whatever the sampling settings.
         if max_tokens < 1:
@@ -96,9 +97,9 @@ class FakeProvider:
         if self.reply is not None:
             text = self.reply
         elif self.mode == "verbose":
-            text = worst_case_reply(messages, max_tokens)
+            text = worst_case_reply(messages, max_tokens, expect)
         else:
-            text = echo_reply(messages)
+            text = echo_reply(messages, expect)
         encoded = text.encode("utf-8", "surrogatepass")
         truncated = len(encoded) > max_tokens
         if truncated:
@@ -113,14 +114,30 @@ class FakeProvider:
         return None
 
 
-def echo_reply(messages: list[Message]) -> str:
-    """A short answer in the format the last message asks for (the stdlib roles' formats)."""
+def _asks(prompt: str, expect: str) -> str:
+    """What the caller will read from the reply: `expect` when the role says (its `reads`);
+    for a role that reads plain text, what its prompt seems to ask for."""
+    if expect != "text":
+        return expect
+    if "CONCLUSION" in prompt:
+        return "verdict"
+    if "step card" in prompt or "JSON list" in prompt:
+        return "plan"
+    return "text"
+
+
+def echo_reply(messages: list[Message], expect: str = "text") -> str:
+    """A short answer in the format the last message asks for (the stdlib roles' formats).
+
+    The role's `reads` decides first: a planner re-planning after a rejection
+    has the critic's verdict in its prompt, yet still owes step cards."""
     prompt = messages[-1].content if messages else ""
     numbers = _NUMBER.findall(prompt)
     number = numbers[-1] if numbers else "42"
-    if "CONCLUSION" in prompt:
+    asks = _asks(prompt, expect)
+    if asks == "verdict":
         return "The reasoning checks out.\nCONCLUSION: CORRECT"
-    if "step card" in prompt or "JSON list" in prompt:
+    if asks == "plan":
         return json.dumps([{"step": "Restate the problem."}, {"step": "Compute the result."}])
     if "```python" in prompt or "Python function" in prompt:
         return "```python\ndef solution(*args):\n    return None\n```"
@@ -132,17 +149,18 @@ def echo_reply(messages: list[Message]) -> str:
     return f"fake reply {digest}"
 
 
-def worst_case_reply(messages: list[Message], max_tokens: int) -> str:
+def worst_case_reply(messages: list[Message], max_tokens: int, expect: str = "text") -> str:
     """What makes a flow spend the most: critics reject, planners emit as many steps as fit."""
     prompt = messages[-1].content if messages else ""
-    if "CONCLUSION" in prompt:
+    asks = _asks(prompt, expect)
+    if asks == "verdict":
         return "CONCLUSION: INCORRECT - the fake critic rejects every draft, so every round runs."
-    if "step card" in prompt or "JSON list" in prompt:
+    if asks == "plan":
         steps: list[str] = []
         while len(json.dumps(steps + [str(len(steps) + 1)])) <= max_tokens and len(steps) < 64:
             steps.append(str(len(steps) + 1))
         return json.dumps(steps)
-    return echo_reply(messages)
+    return echo_reply(messages, expect)
 
 
 def _pad(text: str, max_tokens: int) -> str:

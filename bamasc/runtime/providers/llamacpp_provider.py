@@ -310,7 +310,8 @@ class LlamaCppProvider:
             return None
 
     async def complete(
-        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
+        expect: str = "text",
     ) -> Completion:
         if max_tokens < 1:
             raise _client(self.name, "max_tokens must be at least 1")

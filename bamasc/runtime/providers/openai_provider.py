@@ -79,7 +79,8 @@ class OpenAIProvider:
         return exact_prompt_tokens(self._tokenizer, messages)
 
     async def complete(
-        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
+        expect: str = "text",
     ) -> Completion:
         request = {
             "model": self.model_id,

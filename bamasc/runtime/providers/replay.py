@@ -69,7 +69,8 @@ class ReplayProvider:
         return self._counted.get(prompt_key(self.name, messages, None))
 
     async def complete(
-        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY
+        self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
+        expect: str = "text",
     ) -> Completion:
         key = prompt_key(self.name, messages, max_tokens)
         recordings = self._recorded.get(key, [])
@@ -84,7 +85,7 @@ class ReplayProvider:
                 kind="not_found",
                 retryable=False,
             )
-        completion = await self.inner.complete(messages, max_tokens, timeout=timeout, decoding=decoding)
+        completion = await self.inner.complete(messages, max_tokens, timeout=timeout, decoding=decoding, expect=expect)
         self._append(key, messages, max_tokens, completion)
         self._recorded.setdefault(key, []).append(completion)
         self._played[key] += 1
