@@ -3,9 +3,12 @@ and which rules are tight."""
 
 from __future__ import annotations
 
+import os
+
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
 from bamasc.ir.graph import calls_of
+from bamasc.plan.build import source_label
 from bamasc.plan.render import pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 from bamasc.words import counted
@@ -89,7 +92,9 @@ def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]
             for slot, tier, coef in row.terms
         )
         state = "tight" if total == row.rhs else "slack"
-        notes.append(f"require #{i + 1} ({require.span}): {state}")
+        # Named as a plan names its sources (std/NAME.bam, else relative), wherever the program was read from.
+        where = f"{source_label(require.span.file, os.getcwd())}:{require.span.line}:{require.span.col}"
+        notes.append(f"require #{i + 1} ({where}): {state}")
     return notes
 
 
