@@ -57,18 +57,18 @@ def run(args) -> int:
         retry=cli_args.retry_policy(args),
         trace_path=args.trace,
     )
+    progress = output.ProgressBar()
     try:
-        summary = asyncio.run(collect(plans, system.name, system.topologies, tasks, args.output, options,
-                                      output.progress_bar(), score))
+        summary = asyncio.run(collect(plans, system.name, system.topologies, tasks, args.output, options, progress, score))
     except (OfflineDataError, ProviderError, ValueError) as problem:
-        output.end_progress_line()
+        progress.close()
         output.failure(report, problem)
         return report.return_code
     except KeyboardInterrupt:
         print("\ninterrupted: every finished run is in the output; the same command resumes", file=sys.stderr)
         report.failed()
         return report.return_code
-    output.end_progress_line()
+    progress.close()
     runs = summary.written - summary.infeasible
     rate = f", {summary.successes} of {runs} runs successful" if runs else ""
     print(

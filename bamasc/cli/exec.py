@@ -68,7 +68,7 @@ def run(args) -> int:
         template=args.template,
     )
     calls: list[dict] = []
-    progress = output.progress_bar() if args.dataset else None
+    progress = output.ProgressBar() if args.dataset else None
     try:
         system = plan.system(args.system)
         if system.selection["rule"] == "policy" and not args.template:
@@ -92,7 +92,7 @@ def run(args) -> int:
         report.failed()
         return report.return_code
     if progress is not None:
-        print(file=sys.stderr)
+        progress.close()
     template = system.template(results[0].template if results else options.template or system.selection["selected"])
     if args.task is not None and results:
         print(task_report(results[0], template, calls))

@@ -34,21 +34,24 @@ def diagnostics(found, sources) -> None:
         print(render_text(found, sources), file=sys.stderr)
 
 
-def progress_bar():
-    """A one-line progress bar on standard error (only where it is a terminal)."""
-    interactive = sys.stderr.isatty()
+class ProgressBar:
+    """A one-line progress bar on standard error, called with (done, total): redrawn in
+    place on a terminal, a line per tenth elsewhere. `close()` ends a terminal line it drew."""
 
-    def show(done: int, total: int) -> None:
-        if not interactive and done != total and done % max(1, total // 10):
+    def __init__(self) -> None:
+        self.interactive = sys.stderr.isatty()
+        self.open = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.interactive and done != total and done % max(1, total // 10):
             return
         width = 30
         filled = int(width * done / max(1, total))
-        end = "" if interactive else "\n"
+        end = "" if self.interactive else "\n"
         print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr, flush=True)
+        self.open = self.interactive
 
-    return show
-
-
-def end_progress_line() -> None:
-    if sys.stderr.isatty():  # the bar redraws one line; end it before other output
-        print(file=sys.stderr)
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            print(file=sys.stderr)

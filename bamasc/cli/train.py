@@ -76,8 +76,9 @@ def run(args) -> int:
     features = Features(embedding, args.cache or default_cache_dir())
     scale = budget_scale(system)
     started = time.perf_counter()
+    progress = output.ProgressBar()
     try:
-        result = train_policy(rows, system.topologies, config, features.embed, scale, output.progress_bar())
+        result = train_policy(rows, system.topologies, config, features.embed, scale, progress)
     except EmbeddingUnavailable as problem:
         output.failure(report, problem)
         return report.return_code
@@ -85,7 +86,7 @@ def run(args) -> int:
         output.failure(report, f"{args.data}: {problem}")
         return report.return_code
     finally:
-        output.end_progress_line()
+        progress.close()
     elapsed = time.perf_counter() - started
     metadata = checkpoint_metadata(system, embedding, scale, config, args.data, len(rows), result)
     meta_path = save_policy(args.output, result.state.params, metadata)
