@@ -18,11 +18,12 @@ from bamasc.program import Program, System
 from bamasc.words import rounded_up
 
 
-def check_loaded(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
+def check_loaded(loaded: Loaded, budgets: bool = True) -> tuple[Program, list[Diagnostic]]:
     """The typed program and every problem found in it: the semantic checks, then
-    (on a program free of errors) the static budget check over each unrolled flow."""
+    (on a program free of errors, unless `budgets` is off) the static budget check
+    over each unrolled flow against each system's declared budget."""
     program, diagnostics = check(loaded)
-    if not (has_errors(diagnostics) or has_errors(loaded.diagnostics)):
+    if budgets and not (has_errors(diagnostics) or has_errors(loaded.diagnostics)):
         diagnostics.extend(check_budgets(program))
     return program, diagnostics
 

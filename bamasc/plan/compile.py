@@ -26,13 +26,14 @@ class Compiled:
         self.sources = Sources()
 
 
-def check_file(path: str):
-    """Load and check `path`: (program or None, diagnostics, sources)."""
+def check_file(path: str, budgets: bool = True):
+    """Load and check `path`: (program or None, diagnostics, sources). `budgets` off skips
+    the static check of the declared budgets (a compile under another budget binds exactly)."""
     loaded = load(path)
     diagnostics = list(loaded.diagnostics)
     program = None
     if loaded.modules:
-        program, found = check_loaded(loaded)
+        program, found = check_loaded(loaded, budgets)
         diagnostics.extend(found)
     sources = Sources()
     for source in loaded.sources.values():
@@ -53,7 +54,9 @@ def compile_file(
     from bamasc.plan.build import build_plan
 
     result = Compiled()
-    program, result.diagnostics, result.sources = check_file(path)
+    # Under --budget the declared budget is not the one in force: the binder's BAM501 and
+    # BAM502 judge the budget given, so the static check of the declared one would mislead.
+    program, result.diagnostics, result.sources = check_file(path, budgets=budget is None)
     if program is None:
         return result
     result.program = program

@@ -196,3 +196,19 @@ def test_a_retrained_policy_makes_the_plan_stale(workspace):
     checkpoint.write_bytes(b"second training")
     with pytest.raises(StalePlanError, match="policy checkpoint of system 'gsm8k'"):
         load_plan(str(plan_path))
+
+
+def test_a_budget_given_on_the_command_line_replaces_the_declared_one_in_every_check(tmp_path, capsys):
+    """A declared budget no template fits is a lint error (BAM404); `--budget` that fits compiles,
+    and a smaller `--budget` is judged by the binder alone, never by the declared budget."""
+    text = open(GSM8K, encoding="utf-8").read().replace("budget       = 1625", "budget       = 1")
+    assert "budget       = 1 " in text
+    path = tmp_path / "tiny.bam"
+    path.write_text(text, encoding="utf-8")
+    assert main(["lint", str(path)]) == 1
+    assert "BAM404" in "".join(capsys.readouterr())
+    assert main(["compile", str(path), "--system", "gsm8k", "--budget", "1625"]) == 0
+    capsys.readouterr()
+    main(["compile", str(path), "--system", "gsm8k", "--budget", "600"])
+    said = "".join(capsys.readouterr())
+    assert "BAM501" in said and "BAM404" not in said and "BAM405" not in said and "of 1 µ$" not in said
