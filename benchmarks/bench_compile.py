@@ -1,6 +1,11 @@
 """Cold `bamasc compile examples/gsm8k.bam` wall time, beside `python -c pass` and `bamasc lint`.
 
-    python benchmarks/bench_compile.py [--runs 15]
+    python benchmarks/bench_compile.py [--runs 15] [--baseline DIR]
+
+`--baseline DIR` instead times the warm in-process compile (the second and
+later compiles in one process) of this source tree beside another one, e.g. an
+older checkout made with `git worktree add DIR REV`: each round starts one
+process per tree, alternating, and takes the median of 20 compiles in it.
 
 Each run is a new process: imports (highspy, networkx), parsing, checking and
 every ILP solve of the four templates. Also prints how many ILP solves and
@@ -29,7 +34,11 @@ def wall_time(command: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--baseline", metavar="DIR", help="another bamasc source tree to time beside this one")
     args = parser.parse_args()
+    if args.baseline:
+        compare(args)
+        return
     script = os.path.join(os.path.dirname(sys.executable), "bamasc")
     entry = [script] if os.path.exists(script) else [sys.executable, "-m", "bamasc"]
     commands = {
@@ -65,6 +74,43 @@ def main() -> None:
         f"system gsm8k: ILP solves {sum(b.solves for b in found)}, cuts {sum(b.cuts for b in found)}, "
         f"templates {len(found)}"
     )
+
+
+# Run in a fresh process with one tree first on the path: the median warm compile, in ms.
+WARM = """
+import statistics, sys, time
+import bamasc
+try:
+    from bamasc.plan.compile import compile_file
+except ImportError:  # the layout before the compile driver moved into plan/
+    from bamasc.compiler import compile_file
+path = sys.argv[1]
+compile_file(path)
+times = []
+for _ in range(20):
+    start = time.perf_counter()
+    compile_file(path)
+    times.append(time.perf_counter() - start)
+print(statistics.median(times) * 1000)
+"""
+
+
+def compare(args) -> None:
+    path = os.path.join(ROOT, "examples", "gsm8k.bam")
+    trees = {"this tree": ROOT, "baseline": os.path.abspath(args.baseline)}
+    warm = {name: [] for name in trees}
+    for _ in range(args.runs):
+        for name, tree in trees.items():
+            env = {**ENV, "PYTHONPATH": tree}
+            done = subprocess.run([sys.executable, "-c", WARM, path], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+            warm[name].append(float(done.stdout))
+    print(f"warm in-process compile of examples/gsm8k.bam; {args.runs} processes per tree, alternating; baseline: {args.baseline}")
+    print("| tree | median of per-process medians, ms | min | max |")
+    print("|---|---:|---:|---:|")
+    for name, values in warm.items():
+        print(f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} |")
+    ratios = [b / a for a, b in zip(warm["this tree"], warm["baseline"])]
+    print(f"baseline / this tree, median of per-round ratios: {statistics.median(ratios):.2f}x")
 
 
 if __name__ == "__main__":

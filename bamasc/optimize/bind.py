@@ -29,7 +29,7 @@ from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll
 from bamasc.optimize.highs import cheapest_seats, solve
 from bamasc.optimize.problem import RequireRow, SeatProblem
-from bamasc.optimize.relax import Explanation, explain_infeasibility
+from bamasc.optimize.relax import explain_infeasibility
 from bamasc.records import record, replace
 
 MAX_COUNT_VECTORS = 4096
@@ -102,7 +102,8 @@ def bind_template(
     )
     best = None
     solves = cuts = 0
-    explanations: list[tuple[Explanation, SeatProblem, Unrolled]] = []
+    # Explained only if no vector fits: an explanation costs 1 + slots solves, wasted once one does.
+    unfit: list[tuple[SeatProblem, Unrolled]] = []
     for vector in itertools.product(*ranges):
         counts = dict(zip(slot_index, vector))
         unrolled = unroll(topology, counts)
@@ -113,14 +114,14 @@ def bind_template(
         solves += used
         cuts += cut
         if found is None:
-            explanations.append((explain_infeasibility(problem), problem, unrolled))
+            unfit.append((problem, unrolled))
             continue
         candidate = _binding(template, budget, topology, pool, tiers, counts, unrolled, found)
         if best is None or candidate.objective > best.objective:
             best = candidate
     if best is not None:
         return replace(best, solves=solves, cuts=cuts)
-    return _infeasible(program, system, template, budget, pool, tiers, explanations, solves, cuts)
+    return _infeasible(program, system, template, budget, pool, tiers, unfit, solves, cuts)
 
 
 def _has_idle_seat(unrolled: Unrolled, counts: dict[str, int]) -> bool:
@@ -202,11 +203,12 @@ def _binding(template, budget, topology, pool, tiers, counts, unrolled, found) -
     )
 
 
-def _infeasible(program, system, template, budget, pool, tiers, explanations, solves, cuts) -> TemplateBinding:
+def _infeasible(program, system, template, budget, pool, tiers, unfit, solves, cuts) -> TemplateBinding:
     """No count vector admits a binding: report the cheapest exact cost and the rows that bind."""
     cheapest = None
     rows: set[str] = set()
-    for explanation, problem, unrolled in explanations:
+    for problem, unrolled in unfit:
+        explanation = explain_infeasibility(problem)
         rows.update(explanation.binding_rows)
         if explanation.cheapest_cost is None:
             continue
