@@ -206,10 +206,12 @@ def _binding(template, budget, topology, pool, tiers, counts, unrolled, found) -
 def _infeasible(program, system, template, budget, pool, tiers, unfit, solves, cuts) -> TemplateBinding:
     """No count vector admits a binding: report the cheapest exact cost and the rows that bind."""
     cheapest = None
-    rows: set[str] = set()
+    rows: set[str] = set()  # rules whose removal alone makes a vector fit the budget
+    conflicting: set[str] = set()  # rules whose removal alone lets a vector's rules be met at all
     for problem, unrolled in unfit:
         explanation = explain_infeasibility(problem)
         rows.update(explanation.binding_rows)
+        conflicting.update(r.row for r in explanation.relaxations if r.cheapest_cost is not None and r.row != "budget")
         if explanation.cheapest_cost is None:
             continue
         exact = _cheapest_exact(program, system, pool, problem, unrolled)
@@ -230,7 +232,8 @@ def _infeasible(program, system, template, budget, pool, tiers, unfit, solves, c
         solves=solves,
         cuts=cuts,
         cheapest_cost=cheapest,
-        binding_rows=tuple(sorted(rows)),
+        # When no budget helps, the rules that conflict are the answer, whatever this budget is.
+        binding_rows=tuple(sorted(rows if cheapest is not None else conflicting)),
     )
 
 

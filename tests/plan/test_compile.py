@@ -212,3 +212,15 @@ def test_a_budget_given_on_the_command_line_replaces_the_declared_one_in_every_c
     main(["compile", str(path), "--system", "gsm8k", "--budget", "600"])
     said = "".join(capsys.readouterr())
     assert "BAM501" in said and "BAM404" not in said and "BAM405" not in said and "of 1 µ$" not in said
+
+
+def test_rules_that_conflict_at_any_budget_are_named_alike_at_every_budget():
+    """`lone` in tight.bam cannot be bound at any budget; the rows blamed must not depend on the budget tried."""
+    path = os.path.join(ROOT, "tests", "fixtures", "stages", "tight.bam")
+    blamed = set()
+    for budget in (100, 500, 5000):
+        result = compile_file(path, budget=budget)
+        (binding,) = [b for found in result.bindings.values() for b in found if b.template == "lone"]
+        assert not binding.feasible and binding.cheapest_cost is None
+        blamed.add(binding.binding_rows)
+    assert blamed == {("min_agents",)}
