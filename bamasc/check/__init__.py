@@ -8,6 +8,7 @@ from bamasc.program import Program
 from bamasc.check.prompts import check_prompts
 from bamasc.check.references import check_references
 from bamasc.check.roles import read_role
+from bamasc.check.sizes import check_sizes
 from bamasc.check.systems import read_system
 from bamasc.check.topologies import read_topology
 from bamasc.diagnostics import Diagnostic, Note, error, has_errors
@@ -22,7 +23,7 @@ _READERS = {
 }
 
 # Passes over a program whose declarations all resolved; each returns diagnostics.
-PASSES = (check_references,)
+PASSES = (check_references, check_sizes)
 # Passes that need a program free of errors (they compute with its values).
 COMPUTING_PASSES = (check_caps,)
 

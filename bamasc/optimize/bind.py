@@ -13,7 +13,7 @@ Count vectors that would leave an instance without a single call are skipped
 (see `_has_idle_seat`).
 
 What this module does not do: templates whose count vectors number more than
-`MAX_COUNT_VECTORS` are refused with a clear error instead of being bound by
+`limits.MAX_COUNT_VECTORS` are refused (lint says so first, BAM503) with a clear error instead of being bound by
 a linearisation over count indicators.
 """
 
@@ -23,6 +23,7 @@ import itertools
 import math
 
 from bamasc.check.linear import linear_row
+from bamasc.check.sizes import too_many_vectors
 from bamasc.program import Program, System
 from bamasc.ir.bounds import CallBound, call_bounds
 from bamasc.ir.tokens import output_cap, template_tokens
@@ -32,7 +33,6 @@ from bamasc.optimize.problem import RequireRow, SeatProblem
 from bamasc.optimize.relax import explain_infeasibility
 from bamasc.records import record, replace
 
-MAX_COUNT_VECTORS = 4096
 MAX_CUTS = 200
 # Relative slack for comparing float sums of µ$ against the budget.
 BUDGET_TOLERANCE = 1e-9
@@ -89,12 +89,9 @@ def bind_template(
     pool = [program.models[name] for name in system.models]
     tiers = tuple(sorted({m.tier for m in pool}))
     ranges = [range(slot.lo, slot.hi + 1) for slot in topology.slots]
-    vectors = math.prod(len(r) for r in ranges)
-    if vectors > MAX_COUNT_VECTORS:
-        raise BindingError(
-            f"template '{template}' allows {vectors} slot-count combinations; the exact binder enumerates "
-            f"at most {MAX_COUNT_VECTORS}. Narrow the slot ranges."
-        )
+    too_many = too_many_vectors(topology)
+    if too_many:
+        raise BindingError(too_many)
     slot_index = {slot.name: i for i, slot in enumerate(topology.slots)}
     rows = tuple(
         RequireRow(tuple((slot_index[s], t, c) for s, t, c in row.terms), row.sense, row.rhs)

@@ -31,7 +31,6 @@ NOT_IN_FIXTURES = {
     # budget check reports BAM404/BAM405 instead.
     "BAM501": "template-infeasible",
     "BAM502": "system-infeasible",
-    "BAM503": "template-too-large",
     # Compile-only as well, and a last resort: the limits (BAM210) keep every number the
     # solver sees in range, so no file is known to reach it; tests/test_numeric_limits.py
     # makes the solver fail on purpose.
