@@ -1,7 +1,7 @@
 """Frozen records: immutable value classes for the AST, the checked program and the IR.
 
 They behave like `@dataclass(frozen=True, slots=True)` (positional and keyword
-construction, defaults, equality, hashing, repr, pattern matching, pickling),
+construction, defaults, `__post_init__`, equality, hashing, repr, pattern matching, pickling),
 but are built without generating and compiling code per class. `dataclasses`
 spends about half a millisecond on each class at import time; the front end
 has dozens of node classes, and `bamasc lint` must start in a few times the
@@ -30,7 +30,8 @@ def record(cls: type) -> type:
         __match_args__=names,
         __record_fields__=names,
         __record_defaults__=defaults,
-        __init__=_init,
+        # A record that checks itself does so on every construction, `replace` included.
+        __init__=_init_checked if "__post_init__" in namespace else _init,
         __eq__=_eq,
         __hash__=_hash,
         __repr__=_repr,
@@ -65,6 +66,11 @@ def _init(self, *args, **kwargs):
                 raise TypeError(f"{cls.__name__}() missing argument '{name}'")
     if kwargs:
         raise TypeError(f"{cls.__name__}() got unexpected arguments: {', '.join(kwargs)}")
+
+
+def _init_checked(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    self.__post_init__()
 
 
 def _values(self) -> tuple:

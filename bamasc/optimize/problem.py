@@ -27,21 +27,7 @@ Seat = tuple[int, int, int]
 SENSES = ("<=", ">=", "==")
 
 
-def _checked_record(cls: type) -> type:
-    """A record whose every construction, `replace` included, ends in `cls.__post_init__`,
-    so that no malformed problem exists to reach the solver."""
-    built = record(cls)
-    fill = built.__init__
-
-    def __init__(self, *args, **kwargs) -> None:
-        fill(self, *args, **kwargs)
-        self.__post_init__()
-
-    built.__init__ = __init__
-    return built
-
-
-@_checked_record
+@record
 class RequireRow:
     """A template `require` row: Σ coef · count(slot[, tier]) <sense> rhs.
 
@@ -58,7 +44,7 @@ class RequireRow:
             raise ValueError(f"require sense must be one of {SENSES}, got {self.sense!r}")
 
 
-@_checked_record
+@record
 class SeatProblem:
     """One binding problem: slots with count ranges, models with tiers, costs and a budget."""
 

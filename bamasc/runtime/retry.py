@@ -7,12 +7,12 @@ budget guard must reserve for every attempt separately.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from bamasc.records import record
 from bamasc.runtime.providers.base import ProviderError
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RetryPolicy:
     max_attempts: int = 4  # attempts in all, the first one included
     base_delay: float = 0.5  # seconds before the first retry; doubles with each further one

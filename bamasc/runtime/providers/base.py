@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from bamasc.records import record
 
 ROLES = ("system", "user", "assistant")
 
@@ -11,7 +12,7 @@ ERROR_KINDS = ("rate_limited", "server", "timeout", "connection", "malformed", "
 RETRYABLE_KINDS = frozenset({"rate_limited", "server", "timeout", "connection", "malformed"})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Message:
     role: str  # system | user | assistant
     content: str
@@ -21,7 +22,7 @@ class Message:
             raise ValueError(f"message role must be one of {', '.join(ROLES)}, not {self.role!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Completion:
     text: str
     prompt_tokens: int  # as the provider reports them: what it bills
@@ -29,7 +30,7 @@ class Completion:
     finish_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Decoding:
     """How a model samples its reply, sent with every call.
 
