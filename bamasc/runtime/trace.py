@@ -18,7 +18,6 @@ import itertools
 import json
 import math
 import os
-from dataclasses import dataclass, field
 
 from bamasc.rows import drop_torn_line, parse_lines
 from bamasc.words import show
@@ -70,13 +69,13 @@ class TraceWriter:
             self.handle = None
 
 
-@dataclass
 class TaskLedger:
-    """What the trace holds for one task, over every run that wrote to it."""
+    """What the trace holds for one task, over every run that wrote to it (filled line by line)."""
 
-    charged: float = 0.0  # the call lines' charges
-    open: dict[str, dict] = field(default_factory=dict)  # reservations without a call line, by id
-    finished: bool = False  # its last task line ended in anything but `error`
+    def __init__(self) -> None:
+        self.charged = 0.0  # the call lines' charges
+        self.open: dict[str, dict] = {}  # reservations without a call line, by id
+        self.finished = False  # its last task line ended in anything but `error`
 
     @property
     def spent(self) -> float:
