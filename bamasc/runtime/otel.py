@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 
 from bamasc.rows import parse_lines
@@ -29,6 +30,15 @@ class OtelMissing(RuntimeError):
 
 class ExportError(RuntimeError):
     """The collector did not take the spans; the message says where and why."""
+
+
+def require() -> None:
+    """OtelMissing unless the SDK and the OTLP exporter can be imported: checked before a run whose spans they export."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        raise OtelMissing(INSTALL_HINT) from None
 
 
 def read_records(path: str) -> list[dict]:
@@ -284,19 +294,31 @@ def export_otlp(spans: list, url: str, timeout: float | None = None) -> None:
         logger.propagate = saved[0]
         logger.setLevel(saved[1])
     if result is not SpanExportResult.SUCCESS:
-        reason = f": {heard.last}" if heard.last else ""
+        reason = f": {heard.cause}" if heard.cause else ""
         raise ExportError(f"cannot export the spans to {url} (is an OTLP/HTTP collector listening there?){reason}")
 
 
 class _Heard(logging.Handler):
-    """Keeps the last message the exporter logged."""
+    """Keeps what the exporter logged, to name the cause of a failed export in one line."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.last: str | None = None
+        self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.last = record.getMessage().splitlines()[0][:300]
+            self.messages.append(record.getMessage())
         except Exception:
-            self.last = None
+            pass
+
+    @property
+    def cause(self) -> str | None:
+        """The operating system's reason (`[Errno 111] Connection refused`) if one was logged, else the first message."""
+        for message in self.messages:
+            found = _OS_REASON.search(message)
+            if found:
+                return found.group(0)
+        return self.messages[0].splitlines()[0][:300] if self.messages else None
+
+
+_OS_REASON = re.compile(r"\[Errno -?\d+\] [^\"')]+")
