@@ -29,7 +29,9 @@ def run(args) -> int:
         return report.return_code
     if args.output and not inputs.writable(report, args.output, "the spans"):
         return report.return_code
-    from bamasc.runtime.otel import ExportError, OtelMissing, build_spans, export_otlp, read_records, require, spans_json
+    from bamasc.runtime.otel import (
+        ExportError, OtelMissing, build_spans, check_url, export_otlp, read_records, require, spans_json,
+    )
     from bamasc.runtime.trace import TraceError
 
     try:
@@ -37,6 +39,12 @@ def run(args) -> int:
     except OtelMissing as problem:
         output.failure(report, problem)
         return report.return_code
+    if args.otlp:
+        try:
+            check_url(args.otlp)
+        except ExportError as problem:
+            output.usage(report, problem)
+            return report.return_code
     plan = program = None
     if args.plan:
         loaded = plan_for(report, args.plan, args.system)
@@ -94,17 +102,25 @@ class LiveExport:
     @classmethod
     def start(cls, report: Report, url: str, trace_path: str | None):
         """A LiveExport ready for the run, or None once a problem is reported (the extra missing, a bad trace)."""
-        from bamasc.runtime.otel import OtelMissing, read_records, require
+        from bamasc.runtime.otel import ExportError, OtelMissing, check_url, read_records, require
         from bamasc.runtime.trace import TraceError
 
         try:
             require()
-            live = cls(url, trace_path)
-            if not live.temporary and os.path.exists(trace_path):
-                live.before = len(read_records(trace_path))
-        except (OtelMissing, TraceError) as problem:
+            check_url(url)
+        except ExportError as problem:
+            output.usage(report, problem)
+            return None
+        except OtelMissing as problem:
             output.failure(report, problem)
             return None
+        live = cls(url, trace_path)
+        if not live.temporary and os.path.exists(trace_path):
+            try:
+                live.before = len(read_records(trace_path))
+            except TraceError as problem:
+                output.failure(report, problem)
+                return None
         return live
 
     def finish(self, report: Report, program, plan) -> None:

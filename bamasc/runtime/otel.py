@@ -22,6 +22,8 @@ from bamasc.runtime.trace import read_ledgers
 
 INSTALL_HINT = "OpenTelemetry export needs the otel extra: pip install 'bamasc[otel]'"
 MICRO = 1_000_000  # µ$ per USD
+# Task outcomes shown as errors: those that make `exec` exit 1 (`exhausted` still answers).
+FAILED_STATUSES = frozenset({"error", "failed", "overbilled"})
 
 
 class OtelMissing(RuntimeError):
@@ -96,9 +98,9 @@ def _usd(micro: float) -> float:
 def build_spans(records: list[dict], program=None, plan=None, end_ns: int | None = None) -> list:
     """Finished SDK spans (ReadableSpan) for `records`; task runs laid end to end, the last ending at `end_ns` (now).
 
-    With `program` each chat span names the model's provider; with `plan` its
-    requested max_tokens (the node's output cap; unknown when clamped) and
-    each node's role when the trace does not.
+    With `program` each chat span names the model's provider; with `plan`
+    (the plan the trace ran) its requested max_tokens, the node's output cap
+    (unknown when clamped), and each node's role where the trace has none.
     """
     try:
         from opentelemetry import trace as otel_trace
@@ -146,7 +148,7 @@ def _task_span(tracer, otel_trace, run: list[dict], lengths: list[int], start: i
     )
     if task is None:
         root.set_status(Status(StatusCode.ERROR, "no task line: the run ended before the task did"))
-    elif task.get("status") != "ok":
+    elif task.get("status") in FAILED_STATUSES or task.get("overran"):
         root.set_status(Status(StatusCode.ERROR, task.get("error") or task.get("status")))
     # Each node's span covers its attempts, from the first one's start to the last one's end.
     starts, clock = [], start
@@ -158,36 +160,45 @@ def _task_span(tracer, otel_trace, run: list[dict], lengths: list[int], start: i
         by_node.setdefault(call.get("node") or "?", []).append(index)
     root_context = otel_trace.set_span_in_context(root)
     for node_id, indices in by_node.items():
-        role = next((calls[i].get("role") for i in indices if calls[i].get("role")), None)
-        if role is None and node_id in nodes:
-            role = nodes[node_id].role
-        node_attributes = {"gen_ai.operation.name": "invoke_agent", "bamasc.node": node_id}
-        if role:
-            node_attributes["gen_ai.agent.name"] = role
-        agent = tracer.start_span(
-            f"invoke_agent {role}" if role else "invoke_agent", context=root_context, kind=SpanKind.INTERNAL,
-            attributes=node_attributes, start_time=starts[indices[0]],
-        )
-        agent_context = otel_trace.set_span_in_context(agent)
-        failed = False
-        for i in indices:
-            call = calls[i]
-            chat = tracer.start_span(
-                f"chat {call.get('model')}", context=agent_context, kind=SpanKind.CLIENT,
-                attributes=_chat_attributes(call, program, nodes.get(node_id)), start_time=starts[i],
-            )
-            if call.get("error") or call.get("skipped"):
-                reason = call.get("error") or "skipped: not even a useful minimum fits the budget"
-                chat.set_attribute("error.type", _error_type(reason))
-                chat.set_status(Status(StatusCode.ERROR, reason))
-                failed = True
-            chat.end(end_time=starts[i] + lengths[i])
-        last_attempt = calls[indices[-1]]
-        if failed and (last_attempt.get("error") or last_attempt.get("skipped")):
-            agent.set_status(Status(StatusCode.ERROR, last_attempt.get("error") or "skipped"))
-        agent.end(end_time=starts[indices[-1]] + lengths[indices[-1]])
+        spans = [(calls[i], starts[i], starts[i] + lengths[i]) for i in indices]
+        _node_span(tracer, otel_trace.set_span_in_context, root_context, node_id, spans, program, nodes.get(node_id))
     root.end(end_time=end)
     return end
+
+
+def _node_span(tracer, in_context, parent, node_id: str, spans: list[tuple[dict, int, int]], program, node) -> None:
+    """The `invoke_agent` span of one plan node and a `chat` span per (attempt, start, end) under it."""
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    role = next((call.get("role") for call, _, _ in spans if call.get("role")), None) or (node.role if node else None)
+    attributes = {"gen_ai.operation.name": "invoke_agent", "bamasc.node": node_id}
+    if role:
+        attributes["gen_ai.agent.name"] = role
+    agent = tracer.start_span(
+        f"invoke_agent {role}" if role else "invoke_agent", context=parent, kind=SpanKind.INTERNAL,
+        attributes=attributes, start_time=spans[0][1],
+    )
+    context = in_context(agent)
+    for call, start, end in spans:
+        chat = tracer.start_span(
+            f"chat {call.get('model')}", context=context, kind=SpanKind.CLIENT,
+            attributes=_chat_attributes(call, program, node), start_time=start,
+        )
+        reason = _failure(call)
+        if reason:
+            chat.set_attribute("error.type", _error_type(reason))
+            chat.set_status(Status(StatusCode.ERROR, reason))
+        chat.end(end_time=end)
+    last = _failure(spans[-1][0])
+    if last:  # the call failed: its last attempt did (earlier ones were retried)
+        agent.set_status(Status(StatusCode.ERROR, last))
+    agent.end(end_time=spans[-1][2])
+
+
+def _failure(call: dict) -> str | None:
+    if call.get("skipped"):
+        return call.get("error") or "skipped: not even a useful minimum fits the budget"
+    return call.get("error")
 
 
 def _plan_nodes(plan, template: str | None) -> dict:
@@ -265,6 +276,21 @@ def _hex(base64_text: str) -> str:
     return base64.b64decode(base64_text).hex()
 
 
+def check_url(url: str) -> None:
+    """ExportError unless `url` is an http(s) URL with a host: checked before a run whose spans go there."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        # `port` raises ValueError for one out of range or not a number.
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise ExportError(f"cannot export the spans to {url}: not an http:// or https:// URL with a host and port "
+                          "(e.g. http://127.0.0.1:4318/v1/traces)")
+
+
 def export_otlp(spans: list, url: str, timeout: float | None = None) -> None:
     """Send the spans to an OTLP/HTTP collector at `url` (the full path, e.g. .../v1/traces); ExportError if it did not take them."""
     try:
@@ -272,6 +298,7 @@ def export_otlp(spans: list, url: str, timeout: float | None = None) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
     except ImportError:
         raise OtelMissing(INSTALL_HINT) from None
+    check_url(url)
     if not spans:
         return
     # The exporter logs its failures; they are caught here and told once, as one message.
@@ -294,7 +321,8 @@ def export_otlp(spans: list, url: str, timeout: float | None = None) -> None:
         logger.propagate = saved[0]
         logger.setLevel(saved[1])
     if result is not SpanExportResult.SUCCESS:
-        reason = f": {heard.cause}" if heard.cause else ""
+        cause = heard.os_reason() or _connect_problem(url) or heard.first()
+        reason = f": {cause}" if cause else ""
         raise ExportError(f"cannot export the spans to {url} (is an OTLP/HTTP collector listening there?){reason}")
 
 
@@ -311,14 +339,33 @@ class _Heard(logging.Handler):
         except Exception:
             pass
 
-    @property
-    def cause(self) -> str | None:
-        """The operating system's reason (`[Errno 111] Connection refused`) if one was logged, else the first message."""
+    def os_reason(self) -> str | None:
+        """The operating system's reason (`[Errno 111] Connection refused`), if one was logged."""
         for message in self.messages:
             found = _OS_REASON.search(message)
             if found:
                 return found.group(0)
+        return None
+
+    def first(self) -> str | None:
         return self.messages[0].splitlines()[0][:300] if self.messages else None
+
+
+def _connect_problem(url: str) -> str | None:
+    """Why a TCP connection to the URL's host and port fails, or None: the exporter gives up
+    without logging the cause when its timeout leaves no room for a retry."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname, port), timeout=2):
+            return None
+    except (OSError, ValueError, TypeError) as problem:
+        if isinstance(problem, OSError) and problem.errno is not None:
+            return f"[Errno {problem.errno}] {problem.strerror}"
+        return str(problem) or None
 
 
 _OS_REASON = re.compile(r"\[Errno -?\d+\] [^\"')]+")

@@ -60,7 +60,7 @@ class Receiver:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     def spans(self) -> list:
@@ -352,3 +352,12 @@ def test_the_missing_extra_is_named(tmp_path, hard_trace, capsys, monkeypatch):
     assert main(["exec", GSM8K, "--fake", "echo", "--task", "2+3", "--otlp", "http://127.0.0.1:1/v1/traces"]) == 1
     captured = capsys.readouterr()
     assert "pip install 'bamasc[otel]'" in captured.err and captured.out == ""  # refused before the run
+
+
+def test_a_url_that_is_no_http_url_is_refused_before_the_run(tmp_path, hard_trace, capsys):
+    for url in ("127.0.0.1:4318", "http://127.0.0.1:99999/v1/traces", "ftp://collector/v1/traces"):
+        assert main(["exec", GSM8K, "--fake", "echo", "--task", "2+3", "--otlp", url]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and "not an http:// or https:// URL" in captured.err
+        assert main(["trace", "export", hard_trace, "--otlp", url]) == 2
+        assert "not an http:// or https:// URL" in capsys.readouterr().err
