@@ -52,10 +52,12 @@ def read_records(path: str) -> list[dict]:
 
 
 def task_runs(records: list[dict]) -> list[list[dict]]:
-    """The records grouped by task run: a task's records up to and including its task line.
+    """The records grouped by task run: a task's records up to and including its next task line.
 
-    A task resumed after `error` has a run per task line. Records after a
-    task's last task line (a run that died) form a run without one.
+    A task resumed after `error` has a run per task line. A run that died
+    before its task line is one with the resume that finished the task (whose
+    `interrupted` call lines settle its open reservations); records after a
+    task's last task line form a run without one.
     """
     runs: list[list[dict]] = []
     open_runs: dict[str, list[dict]] = {}
