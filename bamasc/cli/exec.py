@@ -23,6 +23,8 @@ def add_parser(commands) -> None:
     execute.add_argument("--budget", type=cli_args.budget, help="with a .bam file: compile at this budget")
     execute.add_argument("--template", help="run this template instead of the selected one")
     execute.add_argument("--trace", metavar="JSONL", help="append one line per call and per task here")
+    execute.add_argument("--otlp", metavar="URL",
+                         help="send the run's calls as OpenTelemetry spans to this OTLP/HTTP collector when it ends")
     cli_args.add_run_options(execute, "--concurrency")
     execute.add_argument("--resume", action="store_true",
                          help="with --trace: skip tasks finished in the trace, continue the others with what they spent")
@@ -49,6 +51,13 @@ def run(args) -> int:
     # Before any task runs: a trace that cannot be written would lose every charge.
     if args.trace and not inputs.writable(report, args.trace, "the trace"):
         return report.return_code
+    live = None
+    if args.otlp:
+        from bamasc.cli.trace import LiveExport
+
+        live = LiveExport.start(report, args.otlp, args.trace)
+        if live is None:
+            return report.return_code
     import asyncio
 
     from bamasc.records import replace
@@ -58,7 +67,7 @@ def run(args) -> int:
 
     options = ExecOptions(
         concurrency=args.concurrency,
-        trace_path=args.trace,
+        trace_path=live.trace_path if live else args.trace,
         resume=args.resume,
         guard=args.guard,
         fake_mode="verbose" if args.dry_run else args.fake,
@@ -79,18 +88,18 @@ def run(args) -> int:
                 options = replace(options, selector=selector_for(system, program))
             except PolicyError as problem:
                 output.failure(report, problem)
-                return report.return_code
+                return _ended(report, live)
         results, summary, skipped = asyncio.run(run_tasks(plan, program, system.name, tasks, options, progress, calls))
     except KeyError as problem:
         output.usage(report, f"unknown system or template: {problem}")
-        return report.return_code
+        return _ended(report, live)
     except (ProviderError, ValueError) as problem:
         output.failure(report, problem)
-        return report.return_code
+        return _ended(report, live)
     except KeyboardInterrupt:
         print("\ninterrupted: every finished task is in the trace; --resume continues", file=sys.stderr)
         report.failed()
-        return report.return_code
+        return _ended(report, live)
     if progress is not None:
         progress.close()
     template = system.template(results[0].template if results else options.template or system.selection["selected"])
@@ -104,6 +113,15 @@ def run(args) -> int:
         print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {bound:.1f} µ$")
     if any(r.overran or r.status in FAILED_STATUSES for r in results):
         report.failed()
+    if live is not None:
+        live.finish(report, program, plan)
+    return report.return_code
+
+
+def _ended(report: Report, live) -> int:
+    """The exit code of a run that stopped early; its temporary trace for --otlp is removed."""
+    if live is not None:
+        live.close()
     return report.return_code
 
 

@@ -223,6 +223,8 @@ HEAVY_MODULES = (
     "openai", "anthropic", "aiohttp",
     # Solvers and plotting belong to `bamasc compile`, too.
     "pulp", "matplotlib",
+    # The OpenTelemetry SDK and exporter (the otel extra) belong to `trace export` and `exec --otlp`.
+    "opentelemetry",
 )
 
 
