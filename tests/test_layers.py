@@ -1,0 +1,145 @@
+"""The package's stages import one way (docs/architecture.md), and no module reaches into another's privates.
+
+Read from the source with `ast`, lazy imports inside functions included, so an
+import that would only run on some path still counts.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGE = Path(ROOT) / "bamasc"
+
+# Each stage may import its own and lower ranks only (docs/architecture.md, the stages table).
+RANK = {
+    "records": 0, "rows": 0, "secrets": 0, "words": 0, "limits": 0, "encodings": 0,
+    "source": 1,
+    "diagnostics": 2,
+    "syntax": 3,
+    "program": 4, "loader": 4,
+    "check": 5,
+    "ir": 6,
+    "lint": 7, "optimize": 7,
+    "plan": 8,
+    "runtime": 9,
+    "policy": 10,
+    "evaluate": 11,
+    "cli": 12,
+    "__main__": 13,
+}
+GENERATED = {"bamasc.syntax._tables"}
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, str, int]]:
+    """(imported module, imported name or '', line) for every bamasc import in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                found.append((full if full in modules else target, alias.name, node.lineno))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, "", node.lineno) for alias in node.names)
+    return [entry for entry in found if entry[0].startswith("bamasc")]
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "bamasc"
+
+
+def _graph():
+    modules = _modules()
+    return modules, {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def test_every_module_has_a_stage():
+    modules, _ = _graph()
+    unknown = sorted({_stage(m) for m in modules} - set(RANK) - {"bamasc"})
+    assert not unknown, f"give these a rank in RANK and a row in docs/architecture.md: {unknown}"
+
+
+def test_no_stage_imports_a_later_one():
+    _, imports = _graph()
+    upward = [
+        f"{module}:{line} imports {target}"
+        for module, found in imports.items()
+        for target, _, line in found
+        if _stage(target) not in (_stage(module), "bamasc") and RANK[_stage(module)] < RANK[_stage(target)]
+    ]
+    assert not upward, "imports from a later stage into an earlier one:\n" + "\n".join(upward)
+
+
+def test_no_module_imports_another_modules_private_names():
+    _, imports = _graph()
+    private = [
+        f"{module}:{line} imports {target}.{name}"
+        for module, found in imports.items()
+        for target, name, line in found
+        if name.startswith("_") and not name.startswith("__") and target != module
+    ]
+    assert not private, "\n".join(private)
+
+
+def test_the_imports_have_no_cycle():
+    modules, imports = _graph()
+    edges = {m: {t for t, _, _ in found if t in modules and t != m} for m, found in imports.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        state[module] = 1
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == 1:
+                return path + [module, target]
+            if target not in state:
+                cycle = visit(target, path + [module])
+                if cycle:
+                    return cycle
+        state[module] = 2
+        return None
+
+    for module in sorted(modules):
+        if module not in state:
+            cycle = visit(module, [])
+            assert cycle is None, "import cycle: " + " -> ".join(cycle[cycle.index(cycle[-1]):])
+
+
+def test_no_module_is_over_400_lines():
+    modules, _ = _graph()
+    long = {
+        name: count
+        for name, path in modules.items()
+        if name not in GENERATED and (count := sum(1 for _ in path.open(encoding="utf-8"))) > MAX_LINES
+    }
+    assert not long, f"split these along their seams: {long}"
+
+
+def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
+    """The rules can fail: a check module that imports the CLI is an upward import."""
+    fake = {"bamasc.check.bad": tmp_path / "bad.py"}
+    fake["bamasc.check.bad"].write_text("def f():\n    from bamasc.cli.report import _private\n", encoding="utf-8")
+    found = _imports("bamasc.check.bad", fake["bamasc.check.bad"], {"bamasc.cli.report": Path(os.devnull)})
+    assert found == [("bamasc.cli.report", "_private", 2)]
+    assert RANK[_stage("bamasc.check.bad")] < RANK[_stage(found[0][0])]
