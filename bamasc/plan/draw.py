@@ -17,9 +17,9 @@ COLUMN_GAP = 1.0  # inches between columns, for the arrows
 ROW_GAP = 0.35  # inches between the slots of one column
 
 
-def layout(template: TemplatePlan) -> tuple[dict[str, tuple[float, float, float, float]], list[tuple[str, str, list, bool]]]:
+def layout(template: TemplatePlan, graph=None) -> tuple[dict[str, tuple[float, float, float, float]], list[tuple[str, str, list, bool]]]:
     """Boxes by node name as (x0, y0, x1, y1), and edges as (source, target, polyline points, conditional)."""
-    graph = template.graph()
+    graph = template.graph() if graph is None else graph  # the drawing passes the one it labels
     predecessors: dict[str, list[tuple[str, bool]]] = {"task": []}
     for node, data in graph.nodes(data=True):
         conditional = data["condition"] is not None
@@ -87,9 +87,10 @@ def draw_png(template: TemplatePlan, path: str) -> None:
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
     from matplotlib.path import Path
 
-    boxes, edges = layout(template)
+    graph = template.graph()
+    boxes, edges = layout(template, graph)
     labels = {"task": "task", "answer": "answer"}
-    for node, data in template.graph().nodes(data=True):
+    for node, data in graph.nodes(data=True):
         labels[node] = f"{data['role']}@{data['model']}\n{node}\n<= {data['cost']:.1f} µ$"
     # Detours of long edges may run in lanes below every box: the canvas holds them too.
     lanes = [y for _, _, points, _ in edges for _, y in points]
