@@ -23,9 +23,12 @@ MAX_TIER = 1_000
 MAX_QUALITY = 1_000.0
 # Constants and coefficients of require rows, whose counts never exceed a few thousand seats.
 MAX_REQUIRE_CONSTANT = 1_000_000
-# Slot-count combinations of one template (the product of its slots' ranges): the exact binder
-# solves one problem per combination, so lint refuses more (BAM503) before compile has to.
+# Slot-count combinations of one template (the product of its slots' ranges) that the binder
+# enumerates when a template's values cannot be summarised per statement.
 MAX_COUNT_VECTORS = 4096
+# Slot-count combinations of the slots one flow statement names: the binder unrolls the statement
+# at each, so lint refuses more (BAM503) before compile has to.
+MAX_STATEMENT_UNITS = 4096
 # The policy's reward constants, by absolute value; the defaults are 1, -1, 2 and 0.5.
 MAX_REWARD = 1_000_000.0
 

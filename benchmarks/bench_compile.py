@@ -80,6 +80,7 @@ def main() -> None:
 WARM = """
 import statistics, sys, time
 import bamasc
+print(bamasc.__file__)
 try:
     from bamasc.plan.compile import compile_file
 except ImportError:  # the layout before the compile driver moved into plan/
@@ -101,9 +102,14 @@ def compare(args) -> None:
     warm = {name: [] for name in trees}
     for _ in range(args.runs):
         for name, tree in trees.items():
+            # cwd=tree: `-c` puts the working directory first on sys.path, ahead of PYTHONPATH
+            # and of an editable install, so this is the tree that gets imported (checked below).
             env = {**ENV, "PYTHONPATH": tree}
-            done = subprocess.run([sys.executable, "-c", WARM, path], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-            warm[name].append(float(done.stdout))
+            done = subprocess.run([sys.executable, "-c", WARM, path], cwd=tree, env=env, capture_output=True, text=True, check=True)
+            imported, median = done.stdout.split()
+            if not imported.startswith(os.path.join(tree, "")):
+                sys.exit(f"the {name} run imported bamasc from {imported}, not from {tree}")
+            warm[name].append(float(median))
     print(f"warm in-process compile of examples/gsm8k.bam; {args.runs} processes per tree, alternating; baseline: {args.baseline}")
     print("| tree | median of per-process medians, ms | min | max |")
     print("|---|---:|---:|---:|")

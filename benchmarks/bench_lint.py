@@ -33,15 +33,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall_time(command: list[str], env: dict = ENV) -> float:
+def wall_time(command: list[str], env: dict = ENV, cwd: str = ROOT) -> float:
     start = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
+    subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     return time.perf_counter() - start
 
 
 def from_tree(tree: str) -> dict:
-    """The environment that runs `python -m bamasc` from the source tree `tree`."""
-    return {**ENV, "PYTHONPATH": os.path.abspath(tree)}
+    """The environment that runs `python -m bamasc` from the source tree `tree` (run it with cwd=tree:
+    `-m` puts the working directory first on sys.path, ahead of PYTHONPATH and of an editable install)."""
+    tree = os.path.abspath(tree)
+    env = {**ENV, "PYTHONPATH": tree}
+    found = subprocess.run(
+        [sys.executable, "-c", "import bamasc; print(bamasc.__file__)"], cwd=tree, env=env, capture_output=True, text=True
+    ).stdout.strip()
+    if not found.startswith(tree + os.sep):
+        sys.exit(f"python imports bamasc from {found}, not from {tree}")
+    return env
 
 
 def table_row(name: str, times: list[float]) -> str:
@@ -84,18 +92,19 @@ def main() -> None:
 
 def compare(args, files: list[str], bare: list[str]) -> None:
     """This tree and the baseline tree, both as `python -m bamasc lint`, alternating with `python -c pass`."""
-    lint = [sys.executable, "-m", "bamasc", "lint", *files]
-    envs = {"this tree": from_tree(ROOT), "baseline": from_tree(args.baseline)}
+    lint = [sys.executable, "-m", "bamasc", "lint", *(os.path.join(ROOT, f) for f in files)]
+    trees = {"this tree": ROOT, "baseline": os.path.abspath(args.baseline)}
+    envs = {name: from_tree(tree) for name, tree in trees.items()}
     for name, env in envs.items():
-        check = subprocess.run(lint, cwd=ROOT, capture_output=True, text=True, env=env)
+        check = subprocess.run(lint, cwd=trees[name], capture_output=True, text=True, env=env)
         if check.returncode != 0:
             sys.exit(f"lint from {name} failed:\n{check.stdout}{check.stderr}")
-        wall_time(lint, env)
+        wall_time(lint, env, trees[name])
     times = {"python -c pass": [], **{name: [] for name in envs}}
     for _ in range(args.runs):
         times["python -c pass"].append(wall_time(bare))
         for name, env in envs.items():
-            times[name].append(wall_time(lint, env))
+            times[name].append(wall_time(lint, env, trees[name]))
     bare_ms = statistics.median(times["python -c pass"]) * 1000
     print(f"files linted: {len(files)}; runs: {args.runs} each, alternating; baseline tree: {args.baseline}")
     print("| command | median wall ms | min ms | max ms | ratio to python -c pass |")

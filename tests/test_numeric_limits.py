@@ -233,10 +233,10 @@ def test_a_solver_failure_is_bam504_at_the_template(write_bam, tmp_path, capsys)
 
 
 def test_highs_refusing_the_problem_is_bam504_not_a_traceback(write_bam, tmp_path, monkeypatch):
-    def refuse(problem, method="lexicographic", **_):
+    def refuse(ilp, objectives, **_):
         raise SolverError("HiGHS addRows failed")
 
-    monkeypatch.setattr("bamasc.optimize.bind.solve", refuse)
+    monkeypatch.setattr("bamasc.optimize.exact.optimise_columns", refuse)
     result = compile_file(write_bam(source()), plan_dir=str(tmp_path))
     assert result.plan is None
     assert [(d.code, d.span.line) for d in result.diagnostics] == [("BAM504", 16)]

@@ -1,20 +1,21 @@
 """Binds models to the slot instances of one template under a budget, exactly.
 
-For every count vector the template allows, the flow is unrolled and the seat
-ILP (`formulation.py`, solved on HiGHS by `highs.py`) is solved with per-seat
-costs that under-estimate context growth: a call's input counts the smallest
-output any pool model could feed it. The exact bound of the chosen binding is then computed on the unrolled
-calls; if it breaks the budget, that binding is cut off and the ILP solved
-again. Because the solver's costs never exceed the exact ones, the first
-binding that passes is optimal among all bindings for that count vector, and
-the best over all vectors is the template's optimum.
+The whole template is one MILP (`template.py`, built from what each flow
+statement calls at each count of its slots, `statements.py`): seat columns,
+count indicators where a statement's seats rotate with the counts, and the
+products of input prices and read outputs linearised exactly, so the budget
+row is the exact worst case of the binding the solver picks. Its solve time
+grows with the size of that model, not with the product of the slot ranges.
+Templates with few count vectors are bound one vector at a time instead, where
+that is faster (`ENUMERATE_UP_TO`), with the same exact MILP at fixed counts.
 
-Count vectors that would leave an instance without a single call are skipped
-(see `_has_idle_seat`).
+Either way the chosen binding's bound is then computed again on its unrolled
+calls, independently of the MILP; it must fit the budget and match what the
+MILP priced, or the binder fails loudly. A larger budget only adds bindings to
+the same model, so it never loses one a smaller budget had.
 
-What this module does not do: templates whose count vectors number more than
-`limits.MAX_COUNT_VECTORS` are refused (lint says so first, BAM503) with a clear error instead of being bound by
-a linearisation over count indicators.
+Count vectors that would leave an instance without a single call are never
+chosen (see `has_idle_seat`; the MILP's `idle` rows).
 """
 
 from __future__ import annotations
@@ -22,20 +23,26 @@ from __future__ import annotations
 import itertools
 import math
 
+from bamasc import limits
 from bamasc.check.linear import linear_row
-from bamasc.check.sizes import too_many_vectors
-from bamasc.program import Program, System
-from bamasc.ir.bounds import CallBound, call_bounds
+from bamasc.check.sizes import too_many_units
+from bamasc.ir.bounds import CallBound
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll
-from bamasc.optimize.highs import cheapest_seats, solve
+from bamasc.optimize.exact import Found, TemplateSolver, objective
 from bamasc.optimize.problem import RequireRow, SeatProblem
-from bamasc.optimize.relax import explain_infeasibility
+from bamasc.optimize.statements import NotDecomposable
+from bamasc.program import Program, System
 from bamasc.records import record, replace
 
-MAX_CUTS = 200
-# Relative slack for comparing float sums of µ$ against the budget.
-BUDGET_TOLERANCE = 1e-9
+ENUMERATE_UP_TO = 4096
+"""Rotating slots (see `_best`) whose counts combine in at most this many ways are enumerated.
+
+Count indicators for rotating slots need big-M rows as large as a unit's whole
+cost; at the extreme prices and token counts the limits allow, their spread
+defeats the solver's tolerances (a test file that binds by enumeration came back
+wrongly infeasible). Enumerating keeps every MILP free of them; beyond this many
+combinations the indicators are the only way left."""
 
 
 class BindingError(Exception):
@@ -88,45 +95,51 @@ def bind_template(
     budget = system.budget if budget is None else budget
     pool = [program.models[name] for name in system.models]
     tiers = tuple(sorted({m.tier for m in pool}))
-    ranges = [range(slot.lo, slot.hi + 1) for slot in topology.slots]
-    too_many = too_many_vectors(topology)
-    if too_many:
-        raise BindingError(too_many)
+    too_large = too_many_units(topology)
+    if too_large:
+        raise BindingError(too_large[0])
     slot_index = {slot.name: i for i, slot in enumerate(topology.slots)}
     rows = tuple(
         RequireRow(tuple((slot_index[s], t, c) for s, t, c in row.terms), row.sense, row.rhs)
         for row in (linear_row(r) for r in topology.requires)
     )
-    best = None
-    solves = cuts = 0
-    # Explained only if no vector fits: an explanation costs 1 + slots solves, wasted once one does.
-    unfit: list[tuple[SeatProblem, Unrolled]] = []
-    for vector in itertools.product(*ranges):
-        counts = dict(zip(slot_index, vector))
-        unrolled = unroll(topology, counts)
-        if _has_idle_seat(unrolled, counts):
-            continue
-        problem = _seat_problem(program, system, topology, pool, counts, unrolled, rows, budget)
-        found, used, cut = _solve_exactly(program, system, pool, problem, unrolled, budget, method)
-        solves += used
-        cuts += cut
-        if found is None:
-            unfit.append((problem, unrolled))
-            continue
-        candidate = _binding(template, budget, topology, pool, tiers, counts, unrolled, found)
-        if best is None or candidate.objective > best.objective:
-            best = candidate
-    if best is not None:
-        return replace(best, solves=solves, cuts=cuts)
-    return _infeasible(program, system, template, budget, pool, tiers, unfit, solves, cuts)
+    ranges = tuple(range(slot.lo, slot.hi + 1) for slot in topology.slots)
+    order = _order_problem(program, system, topology, pool, rows, budget)
+    solver = TemplateSolver(program, system, topology, pool, order, method)
+    found = _best(solver, ranges)
+    if found is None:
+        return _infeasible(template, budget, tiers, solver, order, ranges)
+    return _result(template, budget, topology, pool, tiers, found, solver)
 
 
-def _has_idle_seat(unrolled: Unrolled, counts: dict[str, int]) -> bool:
-    """Would some instance never be called? (e.g. a third executor when one critic allows
-    only two revisions). Such a seat costs nothing and does nothing, so it must not
-    count towards the objective or min_agents: that count vector is skipped."""
-    called = {(call.slot, call.instance) for call in unrolled.calls}
-    return any((slot, k) not in called for slot, count in counts.items() for k in range(count))
+def _order_problem(program, system, topology, pool, rows, budget) -> SeatProblem:
+    """The template's seat problem at its largest counts: rules, qualities, and per-seat costs that
+    only order models of equal tier and quality (and bound seats for the paper's weights)."""
+    largest = {slot.name: slot.hi for slot in topology.slots}
+    unrolled = unroll(topology, largest)
+    problem = _seat_problem(program, system, topology, pool, largest, unrolled, rows, budget)
+    return replace(problem, lo=tuple(slot.lo for slot in topology.slots))
+
+
+def _result(template, budget, topology, pool, tiers, found, solver) -> TemplateBinding:
+    seats = tuple(TemplateSeat(topology.slots[s].name, k, pool[m].name) for s, k, m in found.seats)
+    return TemplateBinding(
+        template=template,
+        budget=budget,
+        feasible=True,
+        counts=tuple(found.counts.items()),
+        seats=seats,
+        unrolled=found.unrolled,
+        bounds=found.bounds,
+        worst_case_cost=found.exact,
+        tiers=tiers,
+        tier_seats=found.tier_seats,
+        quality=found.quality,
+        solves=solver.solves,
+        cuts=solver.cuts,
+        cheapest_cost=None,
+        binding_rows=(),
+    )
 
 
 def _seat_problem(program, system, topology, pool, counts, unrolled, rows, budget) -> SeatProblem:
@@ -157,63 +170,87 @@ def _seat_problem(program, system, topology, pool, counts, unrolled, rows, budge
     )
 
 
-def _exact_bounds(program, system, pool, problem: SeatProblem, unrolled: Unrolled, seats) -> tuple[CallBound, ...]:
-    model_of = {(problem.slot_names[s], k): pool[m] for s, k, m in seats}
-    return tuple(call_bounds(unrolled.calls, model_of, program.roles, system.task_tokens))
+def _best(solver: TemplateSolver, ranges, budget=None, cheapest=False, **changes) -> Found | None:
+    """The best binding over all of `ranges` (the cheapest when asked); `changes` relax rules.
 
-
-def _solve_exactly(program, system, pool, problem, unrolled, budget, method):
-    """The best binding whose exact bound fits, cutting off those that do not."""
-    solves = 0
-    for cut in range(MAX_CUTS + 1):
-        solves += 1
-        found = solve(problem, method)
-        if found is None:
-            return None, solves, cut
-        bounds = _exact_bounds(program, system, pool, problem, unrolled, found.seats)
-        exact = sum(b.cost for b in bounds)
-        if exact <= budget * (1 + BUDGET_TOLERANCE):
-            return (found, bounds, exact), solves, cut
-        problem = replace(problem, excluded=(*problem.excluded, found.seats))
-    raise BindingError(f"more than {MAX_CUTS} bindings had to be cut off; the cost model is far too loose")
-
-
-def _binding(template, budget, topology, pool, tiers, counts, unrolled, found) -> TemplateBinding:
-    binding, bounds, exact = found
-    seats = tuple(TemplateSeat(topology.slots[s].name, k, pool[m].name) for s, k, m in binding.seats)
-    return TemplateBinding(
-        template=template,
-        budget=budget,
-        feasible=True,
-        counts=tuple(counts.items()),
-        seats=seats,
-        unrolled=unrolled,
-        bounds=bounds,
-        worst_case_cost=exact,
-        tiers=tiers,
-        tier_seats=tuple(sum(pool[m].tier == t for _, _, m in binding.seats) for t in tiers),
-        quality=binding.quality,
-        solves=0,
-        cuts=0,
-        cheapest_cost=None,
-        binding_rows=(),
+    Slots whose counts rotate seats (a `refine` or `plan` statement's) are
+    enumerated when their counts combine in at most ENUMERATE_UP_TO ways, each
+    vector an MILP over the other slots without count indicators; beyond that
+    one MILP with indicators covers everything. A flow whose values cannot be
+    summarised (`NotDecomposable`) is enumerated vector by vector.
+    """
+    try:
+        statements = solver.analyse(ranges)
+    except NotDecomposable:
+        if math.prod(len(r) for r in ranges) > limits.MAX_COUNT_VECTORS:
+            raise BindingError(
+                f"template '{solver.topology.name}' reads parts of earlier values and has more than "
+                f"{limits.MAX_COUNT_VECTORS} slot-count combinations to enumerate"
+            ) from None
+        return _pick(
+            cheapest,
+            (
+                solver.solve(fixed, solver.analyse_fixed(fixed), budget, cheapest, **changes)
+                for fixed in _fixings(ranges, range(len(ranges)))
+            ),
+        )
+    rotating = sorted({s for statement in statements if not statement.padded for s in statement.slots})
+    if not rotating or math.prod(len(ranges[s]) for s in rotating) > ENUMERATE_UP_TO:
+        return solver.solve(ranges, statements, budget, cheapest, **changes)
+    return _pick(
+        cheapest,
+        (
+            solver.solve(fixed, solver.analyse(fixed), budget, cheapest, **changes)
+            for fixed in _fixings(ranges, rotating)
+        ),
     )
 
 
-def _infeasible(program, system, template, budget, pool, tiers, unfit, solves, cuts) -> TemplateBinding:
-    """No count vector admits a binding: report the cheapest exact cost and the rows that bind."""
-    cheapest = None
-    rows: set[str] = set()  # rules whose removal alone makes a vector fit the budget
-    conflicting: set[str] = set()  # rules whose removal alone lets a vector's rules be met at all
-    for problem, unrolled in unfit:
-        explanation = explain_infeasibility(problem)
-        rows.update(explanation.binding_rows)
-        conflicting.update(r.row for r in explanation.relaxations if r.cheapest_cost is not None and r.row != "budget")
-        if explanation.cheapest_cost is None:
+def _fixings(ranges, slots):
+    """`ranges` with the given slots fixed to each combination of their counts, in product order."""
+    for vector in itertools.product(*(ranges[s] for s in slots)):
+        fixed = list(ranges)
+        for s, n in zip(slots, vector):
+            fixed[s] = range(n, n + 1)
+        yield tuple(fixed)
+
+
+def _pick(cheapest: bool, candidates) -> Found | None:
+    """The best of several bindings (first wins ties, as in product order): lowest bound or best objective."""
+    best = None
+    for found in candidates:
+        if found is None:
             continue
-        exact = _cheapest_exact(program, system, pool, problem, unrolled)
-        if exact is not None and (cheapest is None or exact < cheapest):
-            cheapest = exact
+        if best is None or (found.exact < best.exact if cheapest else objective(found) > objective(best)):
+            best = found
+    return best
+
+
+def _infeasible(template, budget, tiers, solver, order, ranges) -> TemplateBinding:
+    """No binding fits: the cheapest exact bound of any binding, and which rules stop the others.
+
+    Each rule is dropped in turn (the budget, a slot's lower count, min_agents,
+    each require row): those whose removal alone admits a binding within the
+    budget are reported; when no budget would do, those whose removal alone lets
+    the other rules be met.
+    """
+    cheapest = _best(solver, ranges, math.inf, cheapest=True)
+    relaxed = []
+    for s, name in enumerate(order.slot_names):
+        if ranges[s][0] > 0:
+            wider = tuple(range(0, r[-1] + 1) if i == s else r for i, r in enumerate(ranges))
+            relaxed.append((f"min_count[{name}]", wider, {}))
+    if order.min_agents > 0:
+        relaxed.append(("min_agents", ranges, {"min_agents": 0}))
+    for i in range(len(order.require)):
+        relaxed.append((f"require #{i + 1}", ranges, {"require": order.require[:i] + order.require[i + 1 :]}))
+    rows = []
+    for row, wider, changes in relaxed:
+        limit = budget if cheapest is not None else math.inf
+        if _best(solver, wider, limit, cheapest=True, **changes) is not None:
+            rows.append(row)
+    if cheapest is not None:
+        rows.append("budget")
     return TemplateBinding(
         template=template,
         budget=budget,
@@ -226,33 +263,11 @@ def _infeasible(program, system, template, budget, pool, tiers, unfit, solves, c
         tiers=tiers,
         tier_seats=tuple(0 for _ in tiers),
         quality=0.0,
-        solves=solves,
-        cuts=cuts,
-        cheapest_cost=cheapest,
-        # When no budget helps, the rules that conflict are the answer, whatever this budget is.
-        binding_rows=tuple(sorted(rows if cheapest is not None else conflicting)),
+        solves=solver.solves,
+        cuts=solver.cuts,
+        cheapest_cost=None if cheapest is None else cheapest.exact,
+        binding_rows=tuple(sorted(rows)),
     )
-
-
-def _cheapest_exact(program, system, pool, problem: SeatProblem, unrolled: Unrolled) -> float | None:
-    """The smallest exact bound of any binding that meets every rule but the budget.
-
-    Bindings come cheapest first by the solver's (lower) costs; once that lower
-    cost reaches the best exact bound seen, no later binding can beat it.
-    """
-    best = None
-    remaining = replace(problem, budget=math.inf)
-    for _ in range(MAX_CUTS):
-        seats = cheapest_seats(remaining)
-        if seats is None:
-            break
-        lower = sum(problem.cost[s][k][m] for s, k, m in seats)
-        if best is not None and lower >= best:
-            break
-        exact = sum(b.cost for b in _exact_bounds(program, system, pool, problem, unrolled, seats))
-        best = exact if best is None else min(best, exact)
-        remaining = replace(remaining, excluded=(*remaining.excluded, seats))
-    return best
 
 
 def select_template(bindings: list[TemplateBinding], rule: str) -> TemplateBinding | None:

@@ -37,14 +37,30 @@ class MilpRow:
 
 
 @record
+class Column:
+    """A column after the seats: lower <= value <= upper, integer or continuous."""
+
+    name: str
+    lower: float = 0.0
+    upper: float = math.inf
+    integer: bool = False
+
+
+@record
 class SeatIlp:
-    """Binary column j is seat `seats[j]`; `rows` are every constraint of the problem."""
+    """Binary column j is seat `seats[j]`; columns from len(seats) on are `extra`; `rows` are every constraint."""
 
     seats: tuple[Seat, ...]
     rows: tuple[MilpRow, ...]
+    extra: tuple[Column, ...] = ()
+
+    @property
+    def width(self) -> int:
+        return len(self.seats) + len(self.extra)
 
     def column_vector(self, value_of_seat) -> list[float]:
-        return [float(value_of_seat(s, k, m)) for s, k, m in self.seats]
+        """One entry per column: `value_of_seat` for the seats, 0 for the extra columns."""
+        return [float(value_of_seat(s, k, m)) for s, k, m in self.seats] + [0.0] * len(self.extra)
 
 
 def offered_models(problem: SeatProblem) -> tuple[tuple[int, ...], ...]:
@@ -78,15 +94,18 @@ def _dominates(problem: SeatProblem, slot: int, kept: int, model: int) -> bool:
     )
 
 
-def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
+def formulate(
+    problem: SeatProblem, *, drop_dominated: bool = True, offered: tuple[tuple[int, ...], ...] | None = None
+) -> SeatIlp:
     """Build the ILP's columns and rows (docs/language.md, "How the compiler binds").
 
     Columns are the seats of `offered_models`; drop_dominated=False offers every
-    model everywhere, the full formulation (the solver benchmark's baseline).
+    model everywhere, the full formulation (the solver benchmark's baseline);
+    `offered` (per slot, strongest first) overrides both.
     """
-    if drop_dominated:
+    if offered is None and drop_dominated:
         offered = offered_models(problem)
-    else:
+    elif offered is None:
         offered = tuple(problem.strength_order(s) for s in range(len(problem.slot_names)))
     seats = tuple(
         (s, k, m) for s in range(len(problem.slot_names)) for k in range(problem.hi[s]) for m in offered[s]
@@ -145,7 +164,7 @@ def formulate(problem: SeatProblem, *, drop_dominated: bool = True) -> SeatIlp:
         rows.append(MilpRow("min_agents", everything, (1.0,) * len(seats), float(problem.min_agents), inf))
     if problem.budget < inf:
         costs = tuple(_budget_coefficient(problem, s, k, m) for s, k, m in seats)
-        rows.append(_scaled_row(MilpRow("budget", everything, costs, -inf, float(problem.budget))))
+        rows.append(scaled_row(MilpRow("budget", everything, costs, -inf, float(problem.budget))))
     for i, binding in enumerate(problem.excluded):
         # No-good cut: Σ_{in binding} (1 - x) + Σ_{not in binding} x >= 1.
         chosen = {column[seat] for seat in binding}
@@ -171,7 +190,7 @@ def _power_of_two_scale(largest: float) -> float:
     return 2.0 ** -math.ceil(math.log2(largest / LARGEST_SOLVER_VALUE))
 
 
-def _scaled_row(row: MilpRow) -> MilpRow:
+def scaled_row(row: MilpRow) -> MilpRow:
     bounds = [abs(b) for b in (row.lower, row.upper) if math.isfinite(b)]
     largest = max([*map(abs, row.values), *bounds], default=0.0)
     scale = _power_of_two_scale(largest)

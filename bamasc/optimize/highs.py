@@ -107,13 +107,15 @@ def _load(highs, ilp: SeatIlp) -> None:
     import highspy
     import numpy as np
 
-    n = len(ilp.seats)
+    n = ilp.width
     no_entries = np.zeros(0, dtype=np.int32)
-    _check(highs.addCols(n, np.zeros(n), np.zeros(n), np.ones(n), 0, no_entries, no_entries, np.zeros(0)), "addCols")
+    lower = np.array([0.0] * len(ilp.seats) + [c.lower for c in ilp.extra])
+    upper = np.array([1.0] * len(ilp.seats) + [min(c.upper, highspy.kHighsInf) for c in ilp.extra])
+    _check(highs.addCols(n, np.zeros(n), lower, upper, 0, no_entries, no_entries, np.zeros(0)), "addCols")
+    integer, continuous = int(highspy.HighsVarType.kInteger), int(highspy.HighsVarType.kContinuous)
+    kinds = [integer] * len(ilp.seats) + [integer if c.integer else continuous for c in ilp.extra]
     _check(
-        highs.changeColsIntegrality(
-            n, np.arange(n, dtype=np.int32), np.full(n, int(highspy.HighsVarType.kInteger), dtype=np.uint8)
-        ),
+        highs.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(kinds, dtype=np.uint8)),
         "changeColsIntegrality",
     )
     if not ilp.rows:
@@ -135,26 +137,37 @@ def _optimise(
     presolve: bool = False,
     time_limit: float | None = None,
 ) -> tuple[Seat, ...] | None:
-    """Minimise the objectives lexicographically; the chosen seats, or None if infeasible.
+    """Minimise the objectives lexicographically; the chosen seats, or None if infeasible."""
+    values = optimise_columns(ilp, objectives, native=native, presolve=presolve, time_limit=time_limit)
+    if values is None:
+        return None
+    return tuple(seat for seat, x in zip(ilp.seats, values[: len(ilp.seats)], strict=True) if x > 0.5)
+
+
+def optimise_columns(
+    ilp: SeatIlp,
+    objectives: list[Objective],
+    *,
+    native: bool = False,
+    presolve: bool = False,
+    time_limit: float | None = None,
+) -> list[float] | None:
+    """Minimise the objectives lexicographically; every column's value, or None if infeasible.
 
     native=False solves them one at a time, fixing each optimum with a row, with
     HiGHS's presolve on or off; native=True hands all objectives to HiGHS's
     multi-objective mode (presolve always off there; separate solves where
     highspy lacks the mode).
     """
-    if not ilp.seats:
+    if not ilp.width:
         # HiGHS reports an empty model as an error status; decide it here.
-        return () if all(r.lower <= 0.0 <= r.upper for r in ilp.rows) else None
+        return [] if all(r.lower <= 0.0 <= r.upper for r in ilp.rows) else None
     highs = _new_highs(time_limit)
     _load(highs, ilp)
     highs.setOptionValue("presolve", "on" if presolve else "off")
     if native and hasattr(highs, "addLinearObjective"):
-        values = _run_native(highs, objectives)
-    else:
-        values = _run_sequential(highs, objectives, time_limit)
-    if values is None:
-        return None
-    return tuple(seat for seat, x in zip(ilp.seats, values, strict=True) if x > 0.5)
+        return _run_native(highs, objectives)
+    return _run_sequential(highs, objectives, time_limit)
 
 
 def _run_native(highs, objectives: list[Objective]):

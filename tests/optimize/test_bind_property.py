@@ -14,7 +14,8 @@ from bamasc.ir.bounds import call_bounds
 from bamasc.ir.graph import call_graph, verified_cost
 from bamasc.ir.unroll import unroll
 from bamasc.loader import load
-from bamasc.optimize.bind import _has_idle_seat, _seat_problem, bind_template
+from bamasc.optimize.bind import _seat_problem, bind_template
+from bamasc.optimize.exact import has_idle_seat
 from bamasc.optimize.problem import RequireRow
 
 FLOWS = {
@@ -82,7 +83,7 @@ def brute_force(program, system, name):
     for vector in itertools.product(*[range(s.lo, s.hi + 1) for s in topology.slots]):
         counts = dict(zip(slot_index, vector))
         unrolled = unroll(topology, counts)
-        if _has_idle_seat(unrolled, counts):
+        if has_idle_seat(unrolled, counts):
             continue
         problem = _seat_problem(program, system, topology, pool, counts, unrolled, rows, system.budget)
         per_slot = []

@@ -1,0 +1,189 @@
+"""Solves a template's MILP over given slot ranges and checks the answer against the exact bound.
+
+The MILP (`template.py`) prices every binding exactly, so its optimum needs no
+cut-off bindings; this module still recomputes the chosen binding's bound on
+its unrolled calls, independently, and fails loudly if the two disagree.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bamasc import limits
+from bamasc.ir.bounds import call_bounds
+from bamasc.ir.unroll import Unrolled, unroll
+from bamasc.optimize.errors import InexactWeights, SolverError
+from bamasc.optimize.formulation import (
+    QUALITY_TOLERANCE,
+    Objective,
+    ordered_objectives,
+    scaled_objective,
+    tier_weights,
+)
+from bamasc.optimize.highs import optimise_columns
+from bamasc.optimize.problem import SeatProblem
+from bamasc.optimize.statements import Flow, analyse_fixed
+from bamasc.optimize.template import build
+from bamasc.records import record, replace
+
+MAX_CUTS = 50
+"""Bindings the solver may return just over the budget (its feasibility tolerance) before giving up."""
+
+# Relative slack for comparing float sums of µ$ against the budget.
+BUDGET_TOLERANCE = 1e-9
+
+COMBINE_UP_TO_COLUMNS = 200
+"""MILPs up to this many columns solve all objectives at once (`_combined`)."""
+
+
+@record
+class Found:
+    """A binding the exact bound has accepted, with what it scores."""
+
+    counts: dict
+    seats: tuple
+    unrolled: Unrolled
+    bounds: tuple
+    exact: float
+    tier_seats: tuple
+    quality: float
+
+
+def objective(found: Found) -> tuple:
+    return (*found.tier_seats, round(found.quality, 9), -found.exact)
+
+
+def has_idle_seat(unrolled: Unrolled, counts: dict[str, int]) -> bool:
+    """Would some instance never be called? (e.g. a third executor when one critic allows
+    only two revisions). Such a seat costs nothing and does nothing, so it must not
+    count towards the objective or min_agents: that count vector is skipped."""
+    called = {(call.slot, call.instance) for call in unrolled.calls}
+    return any((slot, k) not in called for slot, count in counts.items() for k in range(count))
+
+
+class TemplateSolver:
+    """Solves template MILPs over given slot ranges, checking each answer against the exact bound."""
+
+    def __init__(self, program, system, topology, pool, order: SeatProblem, method: str):
+        self.program, self.system, self.topology, self.pool = program, system, topology, pool
+        self.order = order
+        self.method = method
+        self.roles = [program.roles[slot.role] for slot in topology.slots]
+        self.solves = 0
+        self.cuts = 0
+        self._unrolled: dict[tuple, Unrolled] = {}
+        self._flow: Flow | None = None
+
+    def unroll(self, counts: dict[str, int]) -> Unrolled:
+        """`ir.unroll.unroll` of the template, once per count vector."""
+        key = tuple(counts[slot.name] for slot in self.topology.slots)
+        found = self._unrolled.get(key)
+        if found is None:
+            found = self._unrolled[key] = unroll(self.topology, counts)
+        return found
+
+    def analyse(self, ranges):
+        if self._flow is None:
+            self._flow = Flow(self.program, self.system, self.topology, self.unroll)
+        return self._flow.statements(ranges)
+
+    def analyse_fixed(self, fixed):
+        vector = tuple(r[0] for r in fixed)
+        return analyse_fixed(self.program, self.system, self.topology, vector, self.unroll)
+
+    def problem(self, ranges, budget=None, **changes) -> SeatProblem:
+        lo = tuple(r[0] for r in ranges)
+        hi = tuple(r[-1] for r in ranges)
+        cost = tuple(tuple(self.order.cost[s][min(k, len(self.order.cost[s]) - 1)] for k in range(hi[s])) for s in range(len(hi)))
+        base = replace(self.order, lo=lo, hi=hi, cost=cost)
+        return replace(base, budget=self.order.budget if budget is None else budget, **changes)
+
+    def solve(self, ranges, statements, budget=None, cheapest=False, **changes) -> Found | None:
+        """The best binding within `ranges` (the cheapest when asked), or None; `changes` relax rules."""
+        problem = self.problem(ranges, budget, **changes)
+        for _ in range(MAX_CUTS + 1):
+            model = build(problem, statements, self.pool, self.roles)
+            objectives = [scaled_objective(list(model.cost), 0.0)] if cheapest else self.objectives(problem, model)
+            self.solves += len(objectives)
+            values = optimise_columns(model.ilp, objectives, presolve=True)
+            if values is None:
+                return None
+            seats = tuple(seat for seat, x in zip(model.ilp.seats, values) if x > 0.5)
+            found = self.exact(problem, seats)
+            if found.exact > limits.MAX_BUDGET:
+                return None  # only seats dearer than any budget may buy are left (see template.py's ceiling)
+            priced = math.fsum(c * v for c, v in zip(model.cost, values))
+            if found.exact > priced + _tolerance(found.exact):
+                raise SolverError(
+                    f"the template MILP priced a binding at {priced:.6f} µ$ whose exact bound is {found.exact:.6f} µ$"
+                )
+            if found.exact <= problem.budget * (1 + BUDGET_TOLERANCE):
+                return found
+            # Over the budget only by the solver's feasibility tolerance: rule that binding out.
+            self.cuts += 1
+            problem = replace(problem, excluded=(*problem.excluded, seats))
+        raise SolverError(f"more than {MAX_CUTS} bindings came back just over the budget")
+
+    def objectives(self, problem: SeatProblem, model) -> list[Objective]:
+        """Tiers strongest first, then quality, then cost: one solve each, or one in all (`_combined`)."""
+        follows = _same_quality_per_tier(problem, model.ilp)
+        if self.method == "lexicographic" and follows and model.ilp.width <= COMBINE_UP_TO_COLUMNS:
+            combined = _combined(problem, model)
+            if combined is not None:
+                return [combined]
+        tiers = ordered_objectives(problem, model.ilp, self.method, tie_break=False)
+        quality = []
+        if not follows:
+            quality = [scaled_objective(model.ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)]
+        return [*tiers, *quality, scaled_objective(list(model.cost), 0.0)]
+
+    def exact(self, problem: SeatProblem, seats) -> Found:
+        counts = {name: 0 for name in problem.slot_names}
+        for s, _, _ in seats:
+            counts[problem.slot_names[s]] += 1
+        unrolled = self.unroll(counts)
+        if has_idle_seat(unrolled, counts):
+            raise SolverError(f"the template MILP chose counts {counts} that leave an instance without a call")
+        model_of = {(problem.slot_names[s], k): self.pool[m] for s, k, m in seats}
+        bounds = tuple(call_bounds(unrolled.calls, model_of, self.program.roles, self.system.task_tokens))
+        tier_seats = tuple(sum(problem.tiers[m] == t for _, _, m in seats) for t in problem.tier_levels)
+        quality = math.fsum(problem.quality[s][m] for s, _, m in seats)
+        return Found(counts, seats, unrolled, bounds, sum(b.cost for b in bounds), tier_seats, quality)
+
+
+def _combined(problem: SeatProblem, model) -> Objective | None:
+    """The lexicographic order as one objective, where that is exact: None where it is not.
+
+    Seats per tier weigh the paper's tier weights (`tier_weights`: one seat of a
+    tier outweighs every seat the budget buys below it), and the cost enters
+    divided by twice the budget. The binding's cost never exceeds the budget, so
+    the cost term stays below 0.5 while any change in tier counts moves the
+    objective by at least 1: minimising the sum minimises the tiers first and
+    the cost among equal tiers. Solved once instead of once per objective,
+    which is what small models gain from; large ones solve faster in steps.
+    """
+    if not math.isfinite(problem.budget) or problem.budget <= 0:
+        return None
+    try:
+        weights = tier_weights(problem)
+    except InexactWeights:
+        return None
+    weight = dict(zip(problem.tier_levels, weights))
+    tiers = model.ilp.column_vector(lambda s, k, m: -weight[problem.tiers[m]])
+    if max(weights) * problem.capacity > 2**40:
+        return None
+    share = 0.5 / problem.budget
+    return Objective([t + share * c for t, c in zip(tiers, model.cost)], 0.0)
+
+
+def _tolerance(value: float) -> float:
+    return 1e-6 * max(1.0, abs(value))
+
+
+def _same_quality_per_tier(problem: SeatProblem, ilp) -> bool:
+    """Quality is fixed by the tier counts (every seat of a tier has one quality): no solve needed for it."""
+    quality_of_tier: dict[int, float] = {}
+    for s, _, m in ilp.seats:
+        if quality_of_tier.setdefault(problem.tiers[m], problem.quality[s][m]) != problem.quality[s][m]:
+            return False
+    return True

@@ -1,0 +1,231 @@
+"""What each statement of a flow calls, at every count of the slots it uses: the template MILP's input.
+
+A flow is a sequence of statements, and what statement i calls depends only on
+the counts of the slots it calls (its *slots*) and on the values earlier
+statements hand it. So instead of unrolling the flow at every count vector of
+the template (their number is the product of all slot ranges), each statement
+is unrolled at every count vector of its own slots (a product over one to
+three slots), and a value read from an earlier statement is summarised by the
+output caps of the calls that make it up.
+
+A statement is *padded* when its calls at any count are those it makes at the
+largest counts, minus the calls of instances that do not exist then, with reads
+of missing calls dropped (`chain`, `parallel` and plain calls are). The MILP
+then prices it from its largest unroll alone: a missing seat has no model, so
+its calls cost nothing. Other statements (`refine`, `plan`, whose instances
+rotate with the counts) keep one unroll per count vector.
+
+`NotDecomposable` is raised when a call reads part of an earlier value: the
+summary would be wrong, and the caller binds by enumeration instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+from bamasc.ir.tokens import template_tokens
+from bamasc.ir.unroll import CallNode, unroll
+from bamasc.program import Program, System, Topology
+from bamasc.records import record, replace
+
+SeatKey = tuple[int, int]
+"""(slot index, instance)."""
+
+
+class NotDecomposable(Exception):
+    """A call reads part of an earlier statement's value, so values cannot be summarised."""
+
+
+@record
+class SeatCalls:
+    """What one seat's calls in one statement cost, summed over the calls.
+
+    A call's input is `fixed` tokens plus the outputs it reads: the calls at
+    `reads` seats of the same statement (with multiplicity) and the whole values
+    of the earlier statements in `values`.
+    """
+
+    calls: int
+    fixed: int  # Σ prompt-text and task tokens
+    reads: tuple[tuple[SeatKey, int], ...]  # (seat, how many reads of its calls), sorted
+    values: tuple[tuple[int, int], ...]  # (statement, how many reads of its value), sorted
+
+
+@record
+class Unit:
+    """A statement at one count vector of its slots."""
+
+    vector: tuple[int, ...]  # counts of the statement's slots, in `Statement.slots` order
+    seats: tuple[tuple[SeatKey, SeatCalls], ...]  # sorted by seat
+    value: tuple[tuple[SeatKey, int], ...]  # seats of the calls later statements read, with multiplicity
+
+
+@record
+class Statement:
+    index: int
+    slots: tuple[int, ...]  # slot indices whose counts change what it calls
+    padded: bool
+    units: tuple[Unit, ...]  # one per count vector; only the largest when padded
+    read_later: bool  # some later statement reads its value
+
+
+def statement_of(call_id: str) -> int:
+    """The flow statement a call id belongs to (`executor[1]@0.revise0` → 0; see ir/walk.call_id)."""
+    return int(call_id.rsplit("@", 1)[1].split(".", 1)[0])
+
+
+class Flow:
+    """A template's flow statements, unrolled on demand and remembered, for any slot ranges.
+
+    What statement i calls at the counts v of its slots does not depend on the
+    other slots' counts, so each (i, v) is unrolled once, with every other slot
+    at its largest count (so that every later reader of i's value exists), and
+    reused for every set of ranges the binder asks about.
+    """
+
+    def __init__(self, program: Program, system: System, topology: Topology, unroller=None):
+        self.program, self.system, self.topology = program, system, topology
+        self.unroller = unroller or (lambda counts: unroll(topology, counts))
+        self.names = [slot.name for slot in topology.slots]
+        self.index = {name: s for s, name in enumerate(self.names)}
+        self.widest = {slot.name: slot.hi for slot in topology.slots}
+        top = _units_by_statement(self.unroller, self.widest)
+        self.slots = [
+            tuple(sorted({s for s, _ in _seats_called(top.get(i, ()), self.index)})) for i in range(len(topology.flow))
+        ]
+        self._units: dict = {}
+        self._statements: dict = {}
+
+    def unit(self, i: int, vector: tuple[int, ...]) -> Unit:
+        key = (i, vector)
+        if key not in self._units:
+            counts = dict(self.widest)
+            counts.update({self.names[s]: n for s, n in zip(self.slots[i], vector)})
+            calls, every = _units_by_statement(self.unroller, counts, only=i)
+            self._units[key] = _unit(vector, i, calls, every, self.index, self.program, self.system)
+        return self._units[key]
+
+    def statement(self, i: int, ranges: tuple[range, ...]) -> Statement:
+        slots = self.slots[i]
+        key = (i, tuple((ranges[s].start, ranges[s].stop) for s in slots))
+        if key not in self._statements:
+            built = {v: self.unit(i, v) for v in itertools.product(*(ranges[s] for s in slots))}
+            largest = list(built)[-1]
+            padded = all(_restricted(built[largest], slots, v) == unit for v, unit in built.items())
+            units = (built[largest],) if padded else tuple(built.values())
+            self._statements[key] = Statement(i, slots, padded, units, False)
+        return self._statements[key]
+
+    def statements(self, ranges: tuple[range, ...]) -> tuple[Statement, ...]:
+        """Every statement's units at the slot counts `ranges` allow (one range per slot)."""
+        statements = [self.statement(i, ranges) for i in range(len(self.topology.flow))]
+        later = {j for st in statements for unit in st.units for _, calls in unit.seats for j, _ in calls.values}
+        return tuple(replace(st, read_later=st.index in later) for st in statements)
+
+
+def analyse(program: Program, system: System, topology: Topology, ranges: tuple[range, ...]) -> tuple[Statement, ...]:
+    """Every statement's units at the slot counts `ranges` allow (see `Flow`)."""
+    return Flow(program, system, topology).statements(ranges)
+
+
+def analyse_fixed(
+    program: Program, system: System, topology: Topology, vector: tuple[int, ...], unroller=None
+) -> tuple[Statement, ...]:
+    """The flow at one count vector as a single unit: every read is a read of a known seat."""
+    index = {slot.name: s for s, slot in enumerate(topology.slots)}
+    counts = dict(zip(index, vector))
+    calls = (unroller(counts) if unroller else unroll(topology, counts)).calls
+    unit = _unit(vector, None, calls, calls, index, program, system)
+    return (Statement(0, (), True, (unit,), False),)
+
+
+def _seats_called(calls, index) -> set[SeatKey]:
+    return {(index[call.slot], call.instance) for call in calls}
+
+
+def _units_by_statement(unroller, counts, only: int | None = None):
+    """The calls of each statement (or of statement `only`), checking that values are read whole."""
+    calls = unroller(counts).calls
+    by_statement: dict[int, list[CallNode]] = {}
+    for call in calls:
+        by_statement.setdefault(statement_of(call.id), []).append(call)
+    _check_whole_reads(calls)
+    if only is not None:
+        return (by_statement.get(only, []), calls)
+    return by_statement
+
+
+def _check_whole_reads(calls) -> None:
+    """Every later call that reads some of a statement's calls reads the same set of them."""
+    read_sets: dict[int, set[frozenset[str]]] = {}
+    for call in calls:
+        own = statement_of(call.id)
+        outside: dict[int, set[str]] = {}
+        for source in call.inputs:
+            j = statement_of(source)
+            if j != own:
+                outside.setdefault(j, set()).add(source)
+        for j, ids in outside.items():
+            read_sets.setdefault(j, set()).add(frozenset(ids))
+    for j, sets in read_sets.items():
+        if len(sets) > 1:
+            raise NotDecomposable(f"calls read different parts of statement {j + 1}'s value")
+
+
+def _unit(vector, i, calls, every, index, program, system) -> Unit:
+    seat_of = {call.id: (index[call.slot], call.instance) for call in every}
+    per_seat: dict[SeatKey, list] = {}
+    for call in calls:
+        seat = seat_of[call.id]
+        entry = per_seat.setdefault(seat, [0, 0, Counter(), Counter()])
+        entry[0] += 1
+        entry[1] += _prompt_tokens(program.roles[call.role]) + (system.task_tokens if call.reads_task else 0)
+        outside: set[int] = set()
+        for source in call.inputs:
+            j = statement_of(source)
+            if i is None or j == i:
+                entry[2][seat_of[source]] += 1
+            else:
+                outside.add(j)
+        entry[3].update(outside)
+    ids = {call.id for call in calls}
+    value: Counter = Counter()
+    read = set()
+    for call in every if i is not None else ():
+        if statement_of(call.id) > i:
+            read.update(source for source in call.inputs if source in ids)
+    value.update(seat_of[source] for source in read)
+    seats = tuple(
+        (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items()))))
+        for seat, (n, fixed, reads, values) in sorted(per_seat.items())
+    )
+    return Unit(vector, seats, tuple(sorted(value.items())))
+
+
+_PROMPT_TOKENS: dict = {}
+
+
+def _prompt_tokens(role) -> int:
+    """`template_tokens`, remembered per role (records are immutable, so the answer cannot change)."""
+    key = id(role)
+    cached = _PROMPT_TOKENS.get(key)
+    if cached is None or cached[0] is not role:
+        cached = _PROMPT_TOKENS[key] = (role, template_tokens(role))
+    return cached[1]
+
+
+def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> Unit:
+    """`unit` (at the largest counts) with the instances that `vector` does not have taken out."""
+    count = dict(zip(slots, vector))
+
+    def exists(seat: SeatKey) -> bool:
+        s, k = seat
+        return k < count.get(s, k + 1)
+
+    seats = tuple(
+        (seat, SeatCalls(c.calls, c.fixed, tuple((r, n) for r, n in c.reads if exists(r)), c.values))
+        for seat, c in unit.seats
+        if exists(seat)
+    )
+    return Unit(vector, seats, tuple((seat, n) for seat, n in unit.value if exists(seat)))

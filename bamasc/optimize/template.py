@@ -1,0 +1,304 @@
+"""One exact MILP for a whole template: every count vector and every seat binding in one model.
+
+Columns (docs/language.md, "How the compiler binds"):
+
+- x[s,k,m], binary: instance k of slot s runs model m (the seat columns of
+  `formulation.formulate`, with its fill, order, min_count, require and
+  min_agents rows). How many instances a slot has is Σ x over its seats.
+- u[s,n], binary, for slots whose count changes which seat makes which call
+  (`refine`, `plan`): slot s has exactly n instances.
+- y[i,v] in [0, 1] for such a statement i: its slots have the counts v. Rows
+  make Σ_v y = 1 and each slot's marginal equal its u, so y is 0/1 whenever u is.
+- W[j] >= 0: the tokens of statement j's value, Σ of the output caps of its
+  calls, for statements whose value a later one reads.
+- R[i,σ] >= 0: the tokens seat σ reads in statement i, and Q[i,σ,m] >= 0 its
+  split by model, so that Σ_m p_in[m]·Q[i,σ,m] is the product of the seat's
+  input price and what it reads, linearised exactly (see `_Builder.reads`).
+- O[i] >= 0, for statements with y: the prompt-text and output cost of unit v.
+
+The budget row is Σ of every call's exact worst case. Every linearised column
+only appears with a positive sign there and in the cost objective, so at any
+solution it can be lowered to the product it stands for: the row holds exactly
+when the exact bound fits. Nothing is under-estimated, so no binding is ever cut
+off afterwards, and a larger budget only adds solutions (the monotonicity the
+binder promises).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from bamasc import limits
+from bamasc.ir.tokens import output_cap
+from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
+from bamasc.optimize.problem import SeatProblem
+from bamasc.optimize.statements import Statement
+from bamasc.records import record, replace
+
+
+@record
+class TemplateIlp:
+    """The MILP, and where its budget and cost live."""
+
+    ilp: SeatIlp
+    cost: tuple[float, ...]  # per column: its share of the exact worst case, µ$
+    budget_row: int | None  # index of the budget row in ilp.rows
+
+
+def offered_exactly(problem: SeatProblem, pool, roles) -> tuple[tuple[int, ...], ...]:
+    """Per slot, the models worth offering, strongest first.
+
+    A model is left out when the last one kept has its tier, no lower input or
+    output price, and no larger output cap for the slot's role: giving its
+    seats to the kept one keeps tier counts and order, does not lower quality
+    (the strength order puts higher quality first within a tier), and lowers
+    every cost the seat pays or makes others pay (a smaller output is a smaller
+    input downstream).
+    """
+    offered = []
+    for s, role in enumerate(roles):
+        kept: list[int] = []
+        for m in problem.strength_order(s):
+            if kept and not problem.excluded and _dominates(pool[kept[-1]], pool[m], role):
+                continue
+            kept.append(m)
+        offered.append(tuple(kept))
+    return tuple(offered)
+
+
+def _dominates(kept, model, role) -> bool:
+    return (
+        kept.tier == model.tier
+        and kept.price_input <= model.price_input
+        and kept.price_output <= model.price_output
+        and output_cap(role, kept) <= output_cap(role, model)
+    )
+
+
+def build(problem: SeatProblem, statements: tuple[Statement, ...], pool, roles) -> TemplateIlp:
+    """The template MILP for `problem`'s seats (its lo..hi ranges) and the flow's `statements`.
+
+    `problem` carries the slot ranges and every rule but the budget's cost
+    (its cost arrays only order models of equal tier and quality); `roles` is
+    the role of each slot.
+    """
+    offered = offered_exactly(problem, pool, roles)
+    seats = formulate(replace(problem, budget=math.inf), offered=offered)
+    builder = _Builder(problem, seats, offered, pool, roles)
+    for statement in statements:
+        builder.statement(statement)
+    return builder.finish()
+
+
+class _Builder:
+    def __init__(self, problem, seats: SeatIlp, offered, pool, roles):
+        self.problem = problem
+        self.seats = seats
+        self.offered = offered
+        self.pool = pool
+        self.column = {seat: j for j, seat in enumerate(seats.seats)}
+        self.extra: list[Column] = []
+        self.rows: list[MilpRow] = list(seats.rows)
+        self.cost: dict[int, float] = defaultdict(float)
+        # A seat whose own calls alone cost more than the budget is in no binding within it, whatever
+        # its coefficient above the budget: capping keeps 1e25 µ$ seats from reaching the solver.
+        self.ceiling = 2.0 * min(problem.budget, limits.MAX_BUDGET) + 1.0
+        # cap[s][m]: tokens a call of slot s's role on model m may emit.
+        self.cap = [[output_cap(role, model) for model in pool] for role in roles]
+        self.count_columns: dict[tuple[int, int], int] = {}
+        self.value_column: dict[int, int] = {}
+        self.value_most: dict[int, float] = {}
+        self.value_known: dict[int, float] = {}  # statements whose value has the same tokens in every binding
+        self.covered: set[tuple[int, int]] = set()  # seats some padded statement always calls
+        self.calling: dict[tuple[int, int], list[int]] = defaultdict(list)  # seat -> y columns that call it
+
+    # ------------------------------------------------------------ columns
+
+    def new(self, name: str, upper: float = math.inf, integer: bool = False) -> int:
+        self.extra.append(Column(name, 0.0, upper, integer))
+        return len(self.seats.seats) + len(self.extra) - 1
+
+    def models(self, seat) -> list[tuple[int, int]]:
+        """(column, model) of every model offered at a seat."""
+        s, k = seat
+        return [(self.column[s, k, m], m) for m in self.offered[s]] if k < self.problem.hi[s] else []
+
+    def tokens(self, seat, times: int = 1) -> list[tuple[int, float]]:
+        """The output tokens of one call at `seat`, as (column, coefficient) terms."""
+        return [(j, times * self.cap[seat[0]][m]) for j, m in self.models(seat)]
+
+    def known_tokens(self, seat) -> float | None:
+        """The output tokens of a call at `seat` when they are the same in every binding: the seat is
+        always filled and every model offered there has one cap. None otherwise."""
+        s, k = seat
+        caps = {self.cap[s][m] for _, m in self.models(seat)}
+        return caps.pop() if k < self.problem.lo[s] and len(caps) == 1 else None
+
+    def most_tokens(self, seat) -> float:
+        return max((self.cap[seat[0]][m] for _, m in self.models(seat)), default=0.0)
+
+    def counts_of(self, s: int) -> dict[int, int]:
+        """u[s,n] columns, made on first use with their rows."""
+        lo, hi = self.problem.lo[s], self.problem.hi[s]
+        if (s, lo) not in self.count_columns:
+            name = self.problem.slot_names[s]
+            for n in range(lo, hi + 1):
+                self.count_columns[s, n] = self.new(f"u[{name},{n}]", 1.0, integer=True)
+            us = [self.count_columns[s, n] for n in range(lo, hi + 1)]
+            self.row(f"count[{name}]", [(j, 1.0) for j in us], 1.0, 1.0)
+            instances = [(j, 1.0) for k in range(hi) for j, _ in self.models((s, k))]
+            self.row(f"count[{name}]", instances + [(self.count_columns[s, n], -float(n)) for n in range(lo, hi + 1)], 0.0, 0.0)
+        return {n: self.count_columns[s, n] for n in range(lo, hi + 1)}
+
+    def row(self, family: str, terms, lower: float, upper: float) -> None:
+        merged: dict[int, float] = defaultdict(float)
+        for j, v in terms:
+            merged[j] += v
+        # Scaled by a power of two where values are huge (exact; see formulation.LARGEST_SOLVER_VALUE).
+        self.rows.append(scaled_row(MilpRow(family, tuple(merged), tuple(merged.values()), lower, upper)))
+
+    # ------------------------------------------------------------ statements
+
+    def statement(self, statement: Statement) -> None:
+        if statement.padded:
+            (unit,) = statement.units
+            self.covered.update(seat for seat, _ in unit.seats)
+            for seat, calls in unit.seats:
+                self.own(seat, calls, None)
+            self.reads(statement, [(unit, None)])
+            if statement.read_later:
+                self.value_most[statement.index] = sum(n * self.most_tokens(seat) for seat, n in unit.value)
+                known = [self.known_tokens(seat) for seat, _ in unit.value]
+                if None not in known:
+                    self.value_known[statement.index] = sum(t * n for t, (_, n) in zip(known, unit.value))
+                    return
+                column = self.value_column[statement.index] = self.new(f"W[{statement.index}]")
+                value = [(j, -c) for seat, n in unit.value for j, c in self.tokens(seat, n)]
+                self.row("value", [(column, 1.0), *value], 0.0, math.inf)
+            return
+        counts = {s: self.counts_of(s) for s in statement.slots}
+        ys = []
+        for unit in statement.units:
+            y = self.new(f"y[{statement.index},{unit.vector}]", 1.0)
+            ys.append((unit, y))
+            for seat, _ in unit.seats:
+                self.calling[seat].append(y)
+        self.row("units", [(y, 1.0) for _, y in ys], 1.0, 1.0)
+        for position, s in enumerate(statement.slots):
+            for n, u in counts[s].items():
+                same = [(y, 1.0) for unit, y in ys if unit.vector[position] == n]
+                self.row("units", same + [(u, -1.0)], 0.0, 0.0)
+        own = self.new(f"O[{statement.index}]")
+        self.cost[own] += 1.0
+        for unit, y in ys:
+            terms, most = [], 0.0
+            for seat, calls in unit.seats:
+                seat_terms = self.own(seat, calls, y)
+                terms += seat_terms
+                most += max((-v for _, v in seat_terms), default=0.0)
+            # O >= own(x) - most·(1 - y): the unit's own cost when it is the one in force.
+            self.row("own", [(own, 1.0), *terms, (y, -most)], -most, math.inf)
+        self.reads(statement, ys)
+        if statement.read_later:
+            column = self.value_column[statement.index] = self.new(f"W[{statement.index}]")
+            most_all = 0.0
+            for unit, y in ys:
+                most = sum(n * self.most_tokens(seat) for seat, n in unit.value)
+                most_all = max(most_all, most)
+                value = [(j, -c) for seat, n in unit.value for j, c in self.tokens(seat, n)]
+                self.row("value", [(column, 1.0), *value, (y, -most)], -most, math.inf)
+            self.value_most[statement.index] = most_all
+
+    def own(self, seat, calls, y):
+        """Prompt-text and output cost of a seat's calls: into the cost directly, or as terms for O."""
+        s, _ = seat
+        terms = []
+        for j, m in self.models(seat):
+            model = self.pool[m]
+            value = model.price_input * calls.fixed + model.price_output * self.cap[s][m] * calls.calls
+            if y is None:
+                self.cost[j] += value
+            else:
+                terms.append((j, -min(value, self.ceiling)))
+        return terms
+
+    def reads(self, statement: Statement, units) -> None:
+        """What each seat pays for the outputs it reads in the statement: p_in(model) · R.
+
+        R[σ] is the tokens seat σ reads (at least what the unit in force says).
+        The product with the seat's input price is split by model, the tight
+        (perspective) form: R ≤ Σ_m Q[σ,m] + Q[σ,none], Q[σ,m] ≤ Rmax·x[σ,m],
+        Q[σ,none] ≤ Rmax·(1 − Σ_m x[σ,m]), and the cost is Σ_m p_in[m]·Q[σ,m].
+        With x integral only the chosen model's Q can carry R; with x
+        fractional the relaxation still charges R to the models x leans on,
+        which keeps the LP bound close (a big-M row would let it read for free).
+        """
+        read_of: dict = {}
+        most_of: dict = defaultdict(float)
+        for unit, y in units:
+            for seat, calls in unit.seats:
+                if not calls.reads and not calls.values:
+                    continue
+                known, read = 0.0, []
+                for source, n in calls.reads:
+                    tokens = self.known_tokens(source)
+                    if tokens is None:
+                        read += self.tokens(source, n)
+                    else:
+                        known += n * tokens
+                for j, n in calls.values:
+                    if j in self.value_known:
+                        known += n * self.value_known[j]
+                    else:
+                        read.append((self.value_column[j], float(n)))
+                most = sum(n * self.most_tokens(source) for source, n in calls.reads)
+                most += sum(n * self.value_most[j] for j, n in calls.values)
+                if not read and y is None:
+                    # What the seat reads is known: its price times that is linear in x.
+                    for j, m in self.models(seat):
+                        self.cost[j] += self.pool[m].price_input * known
+                    continue
+                if most == 0:
+                    continue
+                if seat not in read_of:
+                    read_of[seat] = self.new(f"R[{statement.index},{seat}]")
+                r = read_of[seat]
+                most_of[seat] = max(most_of[seat], most)
+                negated = [(c, -v) for c, v in read]
+                if y is None:
+                    self.row("reads", [(r, 1.0), *negated], known, math.inf)
+                else:
+                    self.row("reads", [(r, 1.0), *negated, (y, -most)], known - most, math.inf)
+        for seat, r in read_of.items():
+            most = most_of[seat]
+            models = self.models(seat)
+            split = [(r, -1.0)]
+            for j, m in models:
+                q = self.new(f"Q[{statement.index},{seat},{m}]")
+                self.cost[q] += self.pool[m].price_input
+                self.row("reads", [(q, 1.0), (j, -most)], -math.inf, 0.0)
+                split.append((q, 1.0))
+            empty = self.new(f"Q[{statement.index},{seat},none]")
+            self.row("reads", [(empty, 1.0), *((j, most) for j, _ in models)], -math.inf, most)
+            split.append((empty, 1.0))
+            self.row("reads", split, 0.0, math.inf)
+
+    def finish(self) -> TemplateIlp:
+        problem = self.problem
+        for s, name in enumerate(problem.slot_names):
+            for k in range(problem.hi[s]):
+                seat = (s, k)
+                if seat in self.covered:
+                    continue
+                # A seat no unit calls must stay empty (an idle instance; see bind.py).
+                terms = [(j, 1.0) for j, _ in self.models(seat)] + [(y, -1.0) for y in self.calling.get(seat, ())]
+                self.row(f"idle[{name}]", terms, -math.inf, 0.0)
+        width = len(self.seats.seats) + len(self.extra)
+        seats = len(self.seats.seats)
+        cost = tuple(min(self.cost.get(j, 0.0), self.ceiling) if j < seats else self.cost.get(j, 0.0) for j in range(width))
+        budget_row = None
+        if problem.budget < math.inf:
+            budget_row = len(self.rows)
+            self.row("budget", [(j, c) for j, c in enumerate(cost) if c], -math.inf, float(problem.budget))
+        return TemplateIlp(SeatIlp(self.seats.seats, tuple(self.rows), tuple(self.extra)), cost, budget_row)
