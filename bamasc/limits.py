@@ -26,6 +26,10 @@ MAX_REQUIRE_CONSTANT = 1_000_000
 # Slot-count combinations of one template (the product of its slots' ranges): the exact binder
 # solves one problem per combination, so lint refuses more (BAM503) before compile has to.
 MAX_COUNT_VECTORS = 4096
+# Seconds, for a model's `latency` (first token, and per output token) and a system's `deadline`: one day.
+MAX_SECONDS = 86_400.0
+# A model's `tokens_per_s`: a billion, far past any server.
+MAX_TOKENS_PER_S = 1e9
 # The policy's reward constants, by absolute value; the defaults are 1, -1, 2 and 0.5.
 MAX_REWARD = 1_000_000.0
 
