@@ -50,6 +50,9 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM213": ("unused-argument", "A call passes an argument that no prompt it reaches shows."),
     "BAM214": ("invalid-decoding", "A decoding setting (temperature, top_p, seed, stop) is out of range or of the wrong type."),
     "BAM215": ("unknown-tokenizer", "A model names a tokenizer bamasc does not have, or one its provider does not use."),
+    "BAM216": ("invalid-latency", "A latency value (first_token, per_token, tokens_per_s) is not a positive number."),
+    "BAM217": ("incomplete-latency", "A latency block lacks first_token, or gives neither per_token nor tokens_per_s."),
+    "BAM218": ("conflicting-latency", "A latency block gives both per_token and tokens_per_s."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),
@@ -64,10 +67,13 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM404": ("budget-unreachable", "No template of the system fits its budget, even with its cheapest binding."),
     "BAM405": ("template-over-budget", "One template of the system cannot fit its budget."),
     "BAM406": ("unknown-tier", "A require row counts seats of a tier no model of the system has."),
+    "BAM407": ("invalid-deadline", "A deadline is not a positive number of seconds."),
+    "BAM408": ("deadline-unprovable", "A system has a deadline, but a model of its pool declares no latency to prove it with."),
     "BAM501": ("template-infeasible", "The compiler found no binding of a template within the budget."),
     "BAM502": ("system-infeasible", "No template of a system has a binding within the budget."),
     "BAM503": ("template-too-large", "A template allows too many slot-count combinations to bind exactly."),
     "BAM504": ("solver-failed", "The solver could not settle a template's binding."),
+    "BAM505": ("template-misses-deadline", "A template's worst-case latency, on its binding, is above the system's deadline."),
 }
 
 

@@ -29,6 +29,10 @@ MAX_COUNT_VECTORS = 4096
 # Slot-count combinations of the slots one flow statement names: the binder unrolls the statement
 # at each, so lint refuses more (BAM503) before compile has to.
 MAX_STATEMENT_UNITS = 4096
+# Seconds, for a model's `latency` (first token, and per output token) and a system's `deadline`: one day.
+MAX_SECONDS = 86_400.0
+# A model's `tokens_per_s`: a billion, far past any server.
+MAX_TOKENS_PER_S = 1e9
 # The policy's reward constants, by absolute value; the defaults are 1, -1, 2 and 0.5.
 MAX_REWARD = 1_000_000.0
 

@@ -46,6 +46,14 @@ NO_DECODING = DecodingSettings()
 
 
 @record
+class Latency:
+    """How long a model takes to answer, as its `latency { }` block declares (an upper bound, in seconds)."""
+
+    first_token_s: float  # from sending the request to the first output token
+    per_output_token_s: float  # for each further output token (1 / tokens_per_s)
+
+
+@record
 class Model:
     name: str
     provider: str
@@ -63,6 +71,7 @@ class Model:
     span: Span
     spans: dict[str, Span] = NO_SPANS
     decoding: DecodingSettings = NO_DECODING
+    latency: Latency | None = None  # None: the model declares none, so no deadline can be proven on it
 
     def quality_for(self, role: str) -> float:
         return self.quality.get(role, self.default_quality)
@@ -139,6 +148,7 @@ class System:
     spans: dict[str, Span] = NO_SPANS
     item_spans: dict[str, tuple[Span, ...]] = NO_SPANS
     reward: RewardConstants = DEFAULT_REWARD  # constants for training a policy (the `reward` block)
+    deadline: float | None = None  # seconds per task; None: no deadline
 
     def checkpoint_path(self) -> str | None:
         """The file `select = policy("PATH")` names, relative to the file that declares the system."""

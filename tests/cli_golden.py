@@ -36,7 +36,8 @@ Only volatile text is normalised (`normalise`), nothing else:
 - the random per-run prefix of trace reservation ids (`"id": "5a40ec39.3"`)
   becomes `<run1>`, `<run2>`, ... in order of first appearance in the text
   (so the lines of different runs stay apart; the counter after the dot is kept);
-- `"latency_ms": 0.061` (wall-clock time) becomes `"latency_ms": "<ms>"`.
+- `"latency_ms": 0.061` (wall-clock time) becomes `"latency_ms": "<ms>"`, and a
+  task's `"elapsed_s": 0.004` becomes `"elapsed_s": "<s>"`.
 
 Cases marked `argparse` print text that argparse words (usage lines, help,
 its own error messages); that wording changes between Python versions, so
@@ -305,6 +306,7 @@ def golden_path(group: Group, case: Case) -> Path:
 
 _RESERVATION_ID = re.compile(r'("id": ")([0-9a-f]{8})(\.\d+")')
 _LATENCY = re.compile(r'("latency_ms": )-?[0-9][0-9.e+-]*')
+_ELAPSED = re.compile(r'("elapsed_s": )-?[0-9][0-9.e+-]*')
 
 
 def normalise(text: str, work: str) -> str:
@@ -320,6 +322,7 @@ def normalise(text: str, work: str) -> str:
         return match.group(1) + label + match.group(3)
 
     text = _RESERVATION_ID.sub(run, text)
+    text = _ELAPSED.sub(r'\1"<s>"', text)
     return _LATENCY.sub(r'\1"<ms>"', text)
 
 

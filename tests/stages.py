@@ -8,7 +8,7 @@ For every source `tests/fixtures/stages/NAME.bam` there are up to three goldens:
 - `NAME.ir.txt`: the unrolled calls (`dump_ir`). First, for each system (as
   the compiler binds it, with `COMPILE_OPTIONS`) and each of its templates:
   the slot counts and seats the binder chose, every call with its id, slot,
-  instance, role, reads_task, inputs, condition and combinator and its token
+  instance, role, reads_task, inputs, condition, combinator and step and its token
   and cost bounds, the answer value and the worst case; for an infeasible
   template, why. Then every topology declared in the file, unrolled at every
   slot-count combination its ranges allow (calls and answer, no bounds).
@@ -52,7 +52,7 @@ STAGES = ROOT / "tests" / "fixtures" / "stages"
 # Copied into STAGES by --write, so that the goldens follow the shipped files.
 ORIGINALS = ("examples", "stdlib_topologies")
 # Written by hand for these goldens (and used by tests/cli_golden.py).
-HANDWRITTEN = ("combinators.bam", "tight.bam", "imports.bam", "pool.bam")
+HANDWRITTEN = ("combinators.bam", "tight.bam", "imports.bam", "pool.bam", "deadline.bam")
 
 # Sources whose plan is compiled with more than the defaults: the options of
 # `bamasc compile` (and the same system and budget for the IR).
@@ -182,7 +182,7 @@ def dump_ast(name: str) -> str:
 
 # ---------------------------------------------------------------- IR
 
-CALL_FIELDS = ("slot", "instance", "role", "reads_task", "combinator", "inputs", "condition")
+CALL_FIELDS = ("slot", "instance", "role", "reads_task", "combinator", "inputs", "condition", "step")
 BOUND_FIELDS = ("model", "input_tokens", "output_tokens", "input_cost", "output_cost", "cost")
 
 

@@ -6,6 +6,7 @@ import re
 
 from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
+from bamasc.check.latency import read_latency
 from bamasc.program import PAID_PROVIDERS, PROVIDERS, Model
 from bamasc.diagnostics import Diagnostic, error, warning
 from bamasc.encodings import ENCODINGS, OPENAI_FAMILIES, encoding_for
@@ -21,7 +22,7 @@ USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]*)@")
 
 MODEL_ATTRIBUTES = (
     "provider", "name", "price", "tier", "base_url", "api_key",
-    "max_output", "context", "tokenizer", "quality", *DECODING_ATTRIBUTES,
+    "max_output", "context", "tokenizer", "quality", "latency", *DECODING_ATTRIBUTES,
 )
 
 
@@ -49,6 +50,7 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         span=decl.name_span,
         spans=attrs.spans(),
         decoding=read_decoding(attrs, diagnostics),
+        latency=read_latency(decl.name, attrs, diagnostics),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bamasc.check.attributes import LIMITS_HINT, Attributes, out_of_range, shown
+from bamasc.check.latency import read_deadline
 from bamasc.program import (
     ANSWER_KINDS,
     DEFAULT_MIN_AGENTS,
@@ -20,7 +21,7 @@ from bamasc.syntax import ast
 
 SYSTEM_ATTRIBUTES = (
     "models", "topologies", "budget", "budgets", "task_tokens",
-    "min_agents", "answer", "select", "on_exhausted", "reward",
+    "min_agents", "answer", "select", "on_exhausted", "reward", "deadline",
 )
 REWARD_ATTRIBUTES = ("success", "failure", "overflow", "efficiency")
 
@@ -60,6 +61,7 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
         spans=attrs.spans(),
         item_spans={"models": tuple(s for _, s in models), "topologies": tuple(s for _, s in topologies)},
         reward=_reward(attrs, decl.name, diagnostics),
+        deadline=read_deadline(attrs, diagnostics),
     )
 
 

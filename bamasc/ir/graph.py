@@ -1,8 +1,8 @@
 """The IR of a bound template: one NetworkX DiGraph of the calls it may make.
 
 Nodes are call ids, in flow order, carrying the call's fields (slot, instance,
-role, reads_task, condition, combinator) and, once bound, its model and token
-and cost bounds; an edge u -> v means v's prompt holds u's output, and a
+role, reads_task, condition, combinator, step) and, once bound, its model, its
+token and cost bounds and its worst-case latency (`latency_s`); an edge u -> v means v's prompt holds u's output, and a
 node's predecessors come in the order its prompt reads them. The graph's
 `answer` attribute names the calls the flow's answer is (one of).
 
@@ -21,8 +21,10 @@ from bamasc.ir.bounds import CallBound
 from bamasc.ir.unroll import CallNode
 
 # The fields of a call that are not its id or its reads.
-CALL_FIELDS = ("slot", "instance", "role", "reads_task", "condition", "combinator")
+CALL_FIELDS = ("slot", "instance", "role", "reads_task", "condition", "combinator", "step")
 BOUND_FIELDS = ("model", "input_tokens", "output_tokens", "input_cost", "output_cost", "cost")
+# One attempt's worst case in seconds, or None when the model declares no latency.
+LATENCY_FIELD = "latency_s"
 
 
 def call_graph(calls, bounds: tuple[CallBound, ...] = (), answer: tuple[str, ...] = ()) -> nx.DiGraph:
@@ -31,7 +33,8 @@ def call_graph(calls, bounds: tuple[CallBound, ...] = (), answer: tuple[str, ...
     graph = nx.DiGraph(answer=tuple(answer))
     by_id = {bound.node: bound for bound in bounds}
     for call in calls:
-        attributes = {name: getattr(call, name) for name in CALL_FIELDS + BOUND_FIELDS if hasattr(call, name)}
+        fields = CALL_FIELDS + BOUND_FIELDS + (LATENCY_FIELD,)
+        attributes = {name: getattr(call, name) for name in fields if hasattr(call, name)}
         bound = by_id.get(call.id)
         if bound is not None:
             attributes.update({name: getattr(bound, name) for name in BOUND_FIELDS})
@@ -52,7 +55,7 @@ def calls_of(graph: nx.DiGraph) -> tuple[CallNode, ...]:
     """The graph's calls in flow order, as the unroller listed them."""
     return tuple(
         CallNode(node, *(data[name] for name in ("slot", "instance", "role", "reads_task")), reads(graph, node),
-                 data["condition"], data["combinator"])
+                 data["condition"], data["combinator"], data["step"])
         for node, data in graph.nodes(data=True)
     )
 
@@ -82,3 +85,38 @@ def verified_cost(graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int
             )
         total += cost
     return total
+
+
+def critical_path(graph: nx.DiGraph):
+    """The graph's worst-case latency from its nodes' `latency_s`: per step its slowest call, summed
+    (ir/latency.py says why steps add up). A LatencyBound; its seconds are None if any node has none."""
+    from bamasc.ir.latency import LatencyBound
+
+    slowest: dict[int, tuple[str, float]] = {}
+    for node, data in graph.nodes(data=True):
+        seconds = data.get(LATENCY_FIELD)
+        if seconds is None:
+            return LatencyBound(None, ())
+        if data["step"] not in slowest or seconds > slowest[data["step"]][1]:
+            slowest[data["step"]] = (node, seconds)
+    ordered = [slowest[step] for step in sorted(slowest)]
+    return LatencyBound(sum(seconds for _, seconds in ordered), tuple(node for node, _ in ordered))
+
+
+def verified_latency(graph: nx.DiGraph, roles: dict, models: dict, tolerance: float = 1e-9):
+    """Recompute every call's worst-case latency from its role and model, check the stored ones,
+    and return the critical path (a LatencyBound). Raises ValueError on a mismatch."""
+    from bamasc.ir.latency import call_latency_s
+
+    for node, data in graph.nodes(data=True):
+        expected = call_latency_s(roles[data["role"]], models[data["model"]])
+        recorded = data.get(LATENCY_FIELD)
+        if (expected is None) != (recorded is None) or (
+            expected is not None and abs(expected - recorded) > tolerance * max(1.0, expected)
+        ):
+            shown = "none" if recorded is None else f"{recorded:g} s"
+            raise ValueError(
+                f"call {node}: recorded worst-case latency {shown}; its role and model give "
+                + ("none" if expected is None else f"{expected:g} s")
+            )
+    return critical_path(graph)

@@ -31,6 +31,11 @@ class CallNode:
     inputs: tuple[str, ...]  # ids of calls whose outputs are part of this call's prompt
     condition: str | None  # why it might not run; None when it always runs
     combinator: str
+    # The walker request that made it, counted from 0: the interpreter makes one request
+    # after another, and the calls of one request (a `parallel`) together, so calls share
+    # a step exactly when they may run at the same time. No default: a wrong one would
+    # make the latency bound unsound.
+    step: int
 
 
 @record
@@ -44,6 +49,7 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
     calls: list[CallNode] = []
     steps = walk(topology, counts)
     reply = None
+    step = 0
     while True:
         try:
             request = steps.send(reply)
@@ -51,13 +57,18 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
             return Unrolled(tuple(calls), done.value)
         if isinstance(request, Decision):
             reply = EVERY
-        elif isinstance(request, CallGroup):
-            calls.extend(_node(call) for call in request.calls)
+            continue
+        if isinstance(request, CallGroup):
+            calls.extend(_node(call, step) for call in request.calls)
             reply = [None] * len(request.calls)
+            step += bool(request.calls)  # a parallel of no instances takes no time
         else:
-            calls.append(_node(request))
+            calls.append(_node(request, step))
             reply = None
+            step += 1
 
 
-def _node(call: CallRequest) -> CallNode:
-    return CallNode(call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator)
+def _node(call: CallRequest, step: int) -> CallNode:
+    return CallNode(
+        call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator, step
+    )

@@ -230,7 +230,7 @@ def _infeasible(template, budget, tiers, solver, order, ranges) -> TemplateBindi
     """No binding fits: the cheapest exact bound of any binding, and which rules stop the others.
 
     Each rule is dropped in turn (the budget, a slot's lower count, min_agents,
-    each require row): those whose removal alone admits a binding within the
+    each require row, the deadline): those whose removal alone admits a binding within the
     budget are reported; when no budget would do, those whose removal alone lets
     the other rules be met.
     """
@@ -244,6 +244,8 @@ def _infeasible(template, budget, tiers, solver, order, ranges) -> TemplateBindi
         relaxed.append(("min_agents", ranges, {"min_agents": 0}))
     for i in range(len(order.require)):
         relaxed.append((f"require #{i + 1}", ranges, {"require": order.require[:i] + order.require[i + 1 :]}))
+    if solver.system.deadline is not None:
+        relaxed.append(("deadline", ranges, {"deadline": False}))
     rows = []
     for row, wider, changes in relaxed:
         limit = budget if cheapest is not None else math.inf

@@ -11,6 +11,7 @@ import math
 
 from bamasc import limits
 from bamasc.ir.bounds import call_bounds
+from bamasc.ir.latency import worst_case_latency
 from bamasc.ir.unroll import Unrolled, unroll
 from bamasc.optimize.errors import InexactWeights, SolverError
 from bamasc.optimize.formulation import (
@@ -98,11 +99,15 @@ class TemplateSolver:
         base = replace(self.order, lo=lo, hi=hi, cost=cost)
         return replace(base, budget=self.order.budget if budget is None else budget, **changes)
 
-    def solve(self, ranges, statements, budget=None, cheapest=False, **changes) -> Found | None:
-        """The best binding within `ranges` (the cheapest when asked), or None; `changes` relax rules."""
+    def solve(self, ranges, statements, budget=None, cheapest=False, deadline=True, **changes) -> Found | None:
+        """The best binding within `ranges` (the cheapest when asked), or None.
+
+        `changes` relax the problem's rules; deadline=False drops the system's deadline.
+        """
         problem = self.problem(ranges, budget, **changes)
+        seconds = self.system.deadline if deadline else None
         for _ in range(MAX_CUTS + 1):
-            model = build(problem, statements, self.pool, self.roles)
+            model = build(problem, statements, self.pool, self.roles, seconds)
             objectives = [scaled_objective(list(model.cost), 0.0)] if cheapest else self.objectives(problem, model)
             self.solves += len(objectives)
             values = optimise_columns(model.ilp, objectives, presolve=True)
@@ -117,12 +122,18 @@ class TemplateSolver:
                 raise SolverError(
                     f"the template MILP priced a binding at {priced:.6f} µ$ whose exact bound is {found.exact:.6f} µ$"
                 )
-            if found.exact <= problem.budget * (1 + BUDGET_TOLERANCE):
+            late = seconds is not None and self.latency(found) > seconds * (1 + BUDGET_TOLERANCE)
+            if found.exact <= problem.budget * (1 + BUDGET_TOLERANCE) and not late:
                 return found
-            # Over the budget only by the solver's feasibility tolerance: rule that binding out.
+            # Over the budget or the deadline only by the solver's tolerance: rule that binding out.
             self.cuts += 1
             problem = replace(problem, excluded=(*problem.excluded, seats))
-        raise SolverError(f"more than {MAX_CUTS} bindings came back just over the budget")
+        raise SolverError(f"more than {MAX_CUTS} bindings came back just over the budget or the deadline")
+
+    def latency(self, found: Found) -> float:
+        """The binding's worst-case latency on its graph (ir/latency.py), independently of the MILP."""
+        model_of = {(self.topology.slots[s].name, k): self.pool[m] for s, k, m in found.seats}
+        return worst_case_latency(found.unrolled.calls, model_of, self.program.roles).seconds or 0.0
 
     def objectives(self, problem: SeatProblem, model) -> list[Objective]:
         """Tiers strongest first, then quality, then cost: one solve each, or one in all (`_combined`)."""

@@ -59,6 +59,7 @@ class Unit:
     vector: tuple[int, ...]  # counts of the statement's slots, in `Statement.slots` order
     seats: tuple[tuple[SeatKey, SeatCalls], ...]  # sorted by seat
     value: tuple[tuple[SeatKey, int], ...]  # seats of the calls later statements read, with multiplicity
+    steps: tuple[tuple[SeatKey, ...], ...] = ()  # per step of the walk, the seats whose calls run together
 
 
 @record
@@ -200,7 +201,11 @@ def _unit(vector, i, calls, every, index, program, system) -> Unit:
         (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items()))))
         for seat, (n, fixed, reads, values) in sorted(per_seat.items())
     )
-    return Unit(vector, seats, tuple(sorted(value.items())))
+    grouped: dict[int, set] = {}
+    for call in calls:
+        grouped.setdefault(call.step, set()).add(seat_of[call.id])
+    steps = tuple(tuple(sorted(grouped[step])) for step in sorted(grouped))
+    return Unit(vector, seats, tuple(sorted(value.items())), steps)
 
 
 _PROMPT_TOKENS: dict = {}
@@ -228,4 +233,5 @@ def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> 
         for seat, c in unit.seats
         if exists(seat)
     )
-    return Unit(vector, seats, tuple((seat, n) for seat, n in unit.value if exists(seat)))
+    steps = tuple(kept for kept in (tuple(seat for seat in step if exists(seat)) for step in unit.steps) if kept)
+    return Unit(vector, seats, tuple((seat, n) for seat, n in unit.value if exists(seat)), steps)

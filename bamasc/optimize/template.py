@@ -30,6 +30,7 @@ import math
 from collections import defaultdict
 
 from bamasc import limits
+from bamasc.ir.latency import call_latency_s
 from bamasc.ir.tokens import output_cap
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
 from bamasc.optimize.problem import SeatProblem
@@ -76,7 +77,9 @@ def _dominates(kept, model, role) -> bool:
     )
 
 
-def build(problem: SeatProblem, statements: tuple[Statement, ...], pool, roles) -> TemplateIlp:
+def build(
+    problem: SeatProblem, statements: tuple[Statement, ...], pool, roles, deadline: float | None = None
+) -> TemplateIlp:
     """The template MILP for `problem`'s seats (its lo..hi ranges) and the flow's `statements`.
 
     `problem` carries the slot ranges and every rule but the budget's cost
@@ -88,6 +91,8 @@ def build(problem: SeatProblem, statements: tuple[Statement, ...], pool, roles) 
     builder = _Builder(problem, seats, offered, pool, roles)
     for statement in statements:
         builder.statement(statement)
+    if deadline is not None:
+        builder.deadline(statements, deadline)
     return builder.finish()
 
 
@@ -106,6 +111,10 @@ class _Builder:
         self.ceiling = 2.0 * min(problem.budget, limits.MAX_BUDGET) + 1.0
         # cap[s][m]: tokens a call of slot s's role on model m may emit.
         self.cap = [[output_cap(role, model) for model in pool] for role in roles]
+        # latency[s][m]: one attempt of a call of slot s's role on model m, seconds (0 when undeclared;
+        # a system with a deadline has every model declare one, BAM408).
+        self.latency = [[call_latency_s(role, model) or 0.0 for model in pool] for role in roles]
+        self.unit_column: dict[tuple[int, tuple[int, ...]], int] = {}
         self.count_columns: dict[tuple[int, int], int] = {}
         self.value_column: dict[int, int] = {}
         self.value_most: dict[int, float] = {}
@@ -181,6 +190,7 @@ class _Builder:
         ys = []
         for unit in statement.units:
             y = self.new(f"y[{statement.index},{unit.vector}]", 1.0)
+            self.unit_column[statement.index, unit.vector] = y
             ys.append((unit, y))
             for seat, _ in unit.seats:
                 self.calling[seat].append(y)
@@ -283,6 +293,41 @@ class _Builder:
             self.row("reads", [(empty, 1.0), *((j, most) for j, _ in models)], -math.inf, most)
             split.append((empty, 1.0))
             self.row("reads", split, 0.0, math.inf)
+
+    def deadline(self, statements, seconds: float) -> None:
+        """Σ over steps of the step's slowest call ≤ the deadline (ir/latency.py's bound, exactly).
+
+        A step of one seat adds that seat's latency, linear in x; a step of
+        several (a `parallel`) gets a column at least each seat's latency. A
+        rotating statement's steps count only for the unit in force (big-M on y).
+        """
+        total = []
+        for statement in statements:
+            if statement.padded:
+                (unit,) = statement.units
+                total += self.step_terms(unit)
+                continue
+            span = self.new(f"T[{statement.index}]")
+            total.append((span, 1.0))
+            for unit in statement.units:
+                y = self.unit_column[statement.index, unit.vector]
+                terms = self.step_terms(unit)
+                most = sum(max((self.latency[s][m] for (s, k) in step for _, m in self.models((s, k))), default=0.0) for step in unit.steps)
+                self.row("deadline", [(span, 1.0), *((j, -v) for j, v in terms), (y, -most)], -most, math.inf)
+        self.row("deadline", total, -math.inf, float(seconds))
+
+    def step_terms(self, unit) -> list[tuple[int, float]]:
+        terms = []
+        for step in unit.steps:
+            if len(step) == 1:
+                terms += [(j, self.latency[step[0][0]][m]) for j, m in self.models(step[0])]
+                continue
+            slowest = self.new("L")
+            for seat in step:
+                seat_terms = [(j, -self.latency[seat[0]][m]) for j, m in self.models(seat)]
+                self.row("deadline", [(slowest, 1.0), *seat_terms], 0.0, math.inf)
+            terms.append((slowest, 1.0))
+        return terms
 
     def finish(self) -> TemplateIlp:
         problem = self.problem

@@ -18,6 +18,9 @@ from bamasc.plan.schema import (
 )
 from bamasc.syntax.resources import STDLIB_PATH
 
+# The binding row of a template bound within the budget whose worst-case latency misses the deadline.
+DEADLINE_ROW = "deadline"
+
 
 def source_label(path: str, plan_dir: str) -> str:
     """How a plan names a source: `std/NAME.bam` for the stdlib, else relative to the plan."""
@@ -46,6 +49,7 @@ def build_plan(
             "output": program.models[name].price_output,
             "tier": program.models[name].tier,
             "max_output": program.models[name].max_output,
+            "latency": _latency(program.models[name]),
         }
         for name in used
     }
@@ -53,6 +57,12 @@ def build_plan(
     root = source_label(program.root_files[0], plan_dir)
     settings = compiled_with(program, bindings, method)
     return Plan(SCHEMA_VERSION, __version__, sources_sha256(sources), root, settings, sources, prices, systems)
+
+
+def _latency(model) -> dict | None:
+    if model.latency is None:
+        return None
+    return {"first_token_s": model.latency.first_token_s, "per_output_token_s": model.latency.per_output_token_s}
 
 
 def sources_sha256(sources: tuple[dict, ...]) -> str:
@@ -88,6 +98,7 @@ def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> S
         min_agents=system.min_agents,
         answer=system.answer,
         on_exhausted=system.on_exhausted,
+        deadline_s=system.deadline,
         selection={
             "rule": rule,
             # A policy picks per task at run time; until then the strongest feasible template is the default.
@@ -95,7 +106,7 @@ def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> S
             "policy": system.select.path,
             "policy_sha256": _checkpoint_sha256(system),
         },
-        templates=tuple(template_plan(b) for b in found),
+        templates=tuple(template_plan(b, program) for b in found),
     )
 
 
@@ -108,19 +119,31 @@ def _checkpoint_sha256(system) -> str | None:
         return hashlib.sha256(handle.read()).hexdigest()
 
 
-def template_plan(binding: TemplateBinding) -> TemplatePlan:
+def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
     nodes = ()
     answer_nodes = ()
+    latency = None
     if binding.feasible:
-        from bamasc.ir.graph import call_graph, reads
+        from bamasc.ir.graph import LATENCY_FIELD, call_graph, critical_path, reads
+        from bamasc.ir.latency import call_latency_s
 
         graph = call_graph(binding.unrolled.calls, binding.bounds, binding.unrolled.answer.nodes)
+        for data in graph.nodes.values():
+            data[LATENCY_FIELD] = call_latency_s(program.roles[data["role"]], program.models[data["model"]])
         nodes = tuple(PlanNode(id=node, inputs=reads(graph, node), **data) for node, data in graph.nodes(data=True))
         answer_nodes = graph.graph["answer"]
+        latency = critical_path(graph).seconds
+    elif binding.binding_rows == (DEADLINE_ROW,):
+        # Bound, but too slow for the deadline: its bound says by how much.
+        from bamasc.ir.latency import worst_case_latency
+
+        model_of = {(s.slot, s.instance): program.models[s.model] for s in binding.seats}
+        latency = worst_case_latency(binding.unrolled.calls, model_of, program.roles).seconds
     return TemplatePlan(
         name=binding.template,
         feasible=binding.feasible,
         worst_case_cost=binding.worst_case_cost if binding.feasible else None,
+        worst_case_latency_s=latency,
         objective={
             "tiers": list(binding.tiers),
             "tier_seats": list(binding.tier_seats),

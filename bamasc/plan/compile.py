@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from bamasc.ir.budget import check_loaded
@@ -85,7 +86,9 @@ def compile_file(
                         hint="try --method lexicographic" if method == "weights" else None,
                     )
                 )
+        found, late = _within_deadline(program, declared, found)
         result.bindings[name] = found
+        result.diagnostics.extend(late)
         result.diagnostics.extend(_feasibility(declared, found, limit))
     if has_errors(result.diagnostics):
         return result
@@ -103,11 +106,69 @@ def _systems(program, system: str | None) -> list[str]:
     return [system]
 
 
+def _within_deadline(program, system, found) -> tuple[list, list[Diagnostic]]:
+    """The bindings, each one whose worst-case latency passes the system's deadline marked infeasible
+    (BAM505), and BAM505 for each template the binder found no binding for within the deadline. The binder
+    binds under the deadline; the check on the bound graph keeps a plan from promising one it breaks."""
+    if system.deadline is None:
+        return found, []
+    from bamasc.ir.latency import worst_case_latency
+    from bamasc.plan.build import DEADLINE_ROW
+    from bamasc.records import replace
+
+    kept, diagnostics = [], []
+    for binding in found:
+        if not binding.feasible:
+            if _misses_deadline(binding):
+                # Without the deadline the template would bind; with it, no binding does.
+                index = system.topologies.index(binding.template)
+                others = [row for row in binding.binding_rows if row != DEADLINE_ROW]
+                also = f" (dropping one of these would also admit one: {', '.join(others)})" if others else ""
+                diagnostics.append(
+                    warning(
+                        "BAM505",
+                        f"template '{binding.template}' has no binding within the deadline of {system.deadline:g} s: "
+                        f"every binding its rules and the budget allow is slower{also}",
+                        system.item_spans["topologies"][index],
+                        Note("the deadline is given here", system.spans.get("deadline", system.span)),
+                        hint="raise the deadline, declare faster models, or lower the output caps",
+                    )
+                )
+            kept.append(binding)
+            continue
+        model_of = {(s.slot, s.instance): program.models[s.model] for s in binding.seats}
+        bound = worst_case_latency(binding.unrolled.calls, model_of, program.roles)
+        # Check makes every model of a pool with a deadline declare a latency (BAM408).
+        if bound.seconds <= system.deadline:
+            kept.append(binding)
+            continue
+        index = system.topologies.index(binding.template)
+        diagnostics.append(
+            warning(
+                "BAM505",
+                f"template '{binding.template}' may take {bound.seconds:.3f} s on its binding, above the deadline of "
+                f"{system.deadline:g} s (critical path: {' -> '.join(bound.path)})",
+                system.item_spans["topologies"][index],
+                Note("the deadline is given here", system.spans.get("deadline", system.span)),
+                hint=f"raise the deadline to {bound.seconds:.3f} s or more, declare faster models, or lower the output caps",
+            )
+        )
+        kept.append(replace(binding, feasible=False, worst_case_cost=math.inf, cheapest_cost=None, binding_rows=(DEADLINE_ROW,)))
+    return kept, diagnostics
+
+
+def _misses_deadline(binding) -> bool:
+    """No binding meets the deadline, though dropping it would admit one (BAM505, not BAM501)."""
+    from bamasc.plan.build import DEADLINE_ROW
+
+    return not binding.feasible and binding.cheapest_cost is None and DEADLINE_ROW in binding.binding_rows
+
+
 def _feasibility(system, found, budget: float) -> list[Diagnostic]:
     diagnostics = []
     span = system.spans.get("budget", system.span)
     for binding in found:
-        if binding.feasible:
+        if binding.feasible or _misses_deadline(binding):
             continue
         index = system.topologies.index(binding.template)
         where = system.item_spans["topologies"][index]
@@ -133,12 +194,14 @@ def _feasibility(system, found, budget: float) -> list[Diagnostic]:
         )
     if found and not any(b.feasible for b in found):
         cheapest = [b.cheapest_cost for b in found if b.cheapest_cost is not None]
+        within = f"{budget:g} µ$" + (f" and {system.deadline:g} s" if system.deadline is not None else "")
         diagnostics.append(
             error(
                 "BAM502",
-                f"no template of system '{system.name}' has a binding within {budget:g} µ$",
+                f"no template of system '{system.name}' has a binding within {within}",
                 span,
                 *[Note(f"'{b.template}': cheapest {rounded_up(b.cheapest_cost)} µ$" if b.cheapest_cost is not None
+                       else f"'{b.template}': misses the deadline (BAM505)" if _misses_deadline(b)
                        else f"'{b.template}': rules conflict") for b in found],
                 hint=f"the smallest workable budget is {rounded_up(min(cheapest))} µ$" if cheapest else None,
             )

@@ -14,7 +14,10 @@ import re
 from bamasc.words import show
 
 # Fields the bound on the call graph gives; a difference there says so.
-BOUND_FIELDS = frozenset({"worst_case_cost", "cost", "input_cost", "output_cost", "input_tokens", "output_tokens", "cheapest_cost"})
+BOUND_FIELDS = frozenset({
+    "worst_case_cost", "cost", "input_cost", "output_cost", "input_tokens", "output_tokens", "cheapest_cost",
+    "worst_case_latency_s", "latency_s",
+})
 # Lists whose items are named in paths by their "name": systems.gsm8k.templates.star.
 NAMED_LISTS = frozenset({"systems", "templates"})
 # Enough differences to explain a refusal; a plan with more is counted, not listed.

@@ -7,8 +7,8 @@ import os
 
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
-from bamasc.ir.graph import calls_of
-from bamasc.plan.build import source_label
+from bamasc.ir.graph import calls_of, critical_path
+from bamasc.plan.build import DEADLINE_ROW, source_label
 from bamasc.plan.render import pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 from bamasc.words import counted
@@ -75,6 +75,11 @@ def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]
     topology = program.topologies[template.name]
     declared = program.systems[system.name]
     notes = [f"budget: {template.worst_case_cost:.1f} of {system.budget:g} µ$ (slack {system.budget - template.worst_case_cost:.1f})"]
+    if system.deadline_s is not None:
+        slack = system.deadline_s - template.worst_case_latency_s
+        # Tight: within 5% of the deadline, where a slightly slower model on the path would break it.
+        state = "tight, " if slack <= 0.05 * system.deadline_s else ""
+        notes.append(f"deadline: {template.worst_case_latency_s:.3f} of {system.deadline_s:g} s ({state}slack {slack:.3f} s)")
     for slot in topology.slots:
         count = template.counts.get(slot.name, 0)
         if count == slot.hi:
@@ -100,6 +105,11 @@ def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]
 
 def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | None) -> str:
     template = pick_template(system, template_name)
+    if not template.feasible and template.binding_rows == (DEADLINE_ROW,):
+        return (
+            f"template {template.name} misses the deadline: its binding may take {template.worst_case_latency_s:.3f} s, "
+            f"above the deadline of {system.deadline_s:g} s (within the budget of {system.budget:g} µ$)"
+        )
     if not template.feasible:
         rows = ", ".join(template.binding_rows) or "budget"
         needs = f"{template.cheapest_cost:.1f} µ$" if template.cheapest_cost is not None else "no budget (rules conflict)"
@@ -120,10 +130,11 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         )
     lines = [
         f"system {system.name}, template {template.name}: worst case {template.worst_case_cost:.1f} µ$ "
-        f"of a {system.budget:g} µ$ budget",
+        f"of a {system.budget:g} µ$ budget" + _latency_note(system, template),
         "",
         "Calls (tokens x USD/Mtok = µ$):",
         text_table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),
+        *latency_lines(template),
         "",
         "Seats (what each alternative model would do to the bound):",
     ]
@@ -135,3 +146,25 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         lines.extend(f"    {reason}" for reason in reasons)
     lines += ["", "Rules:"] + [f"  {note}" for note in tight_rows(program, system, template)]
     return "\n".join(lines)
+
+
+def _latency_note(system: SystemPlan, template: TemplatePlan) -> str:
+    if template.worst_case_latency_s is None:
+        return ""
+    deadline = f" of a {system.deadline_s:g} s deadline" if system.deadline_s is not None else ""
+    return f", {template.worst_case_latency_s:.3f} s{deadline}"
+
+
+def latency_lines(template: TemplatePlan) -> list[str]:
+    """The critical path: the slowest call of each step, with its worst case; nothing when the bound is unknown."""
+    if template.worst_case_latency_s is None:
+        return []
+    bound = critical_path(template.graph())
+    seconds = {node.id: node.latency_s for node in template.nodes}
+    steps = {node.id: node.step for node in template.nodes}
+    rows = [[str(steps[node]), node, f"{seconds[node]:.3f}"] for node in bound.path]
+    return [
+        "",
+        f"Critical path (the slowest call of each step; calls of one step run together): {bound.seconds:.3f} s",
+        text_table(["step", "call", "worst case s"], rows),
+    ]

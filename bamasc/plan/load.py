@@ -201,7 +201,7 @@ def _price_changes(prices, program) -> list[str]:
 
 
 def verify_plan(plan: Plan, program) -> None:
-    """Every feasible template's bound, recomputed on its call graph, matches and fits the budget."""
+    """Every feasible template's bounds, recomputed on its call graph, match, and fit the budget and the deadline."""
     from bamasc.ir.graph import verified_cost
     from bamasc.ir.unroll import unroll
 
@@ -210,7 +210,7 @@ def verify_plan(plan: Plan, program) -> None:
             if not template.feasible:
                 continue
             expected = unroll(program.topologies[template.name], template.counts).calls
-            if [(c.id, c.inputs) for c in expected] != [(n.id, n.inputs) for n in template.nodes]:
+            if [(c.id, c.inputs, c.step) for c in expected] != [(n.id, n.inputs, n.step) for n in template.nodes]:
                 raise PlanVerificationError(
                     f"system '{system.name}', template '{template.name}': the recorded calls differ from the flow's"
                 )
@@ -228,3 +228,33 @@ def verify_plan(plan: Plan, program) -> None:
                     f"system '{system.name}', template '{template.name}': worst case {total:.4f} µ$ "
                     f"exceeds the budget of {system.budget:g} µ$"
                 )
+            _verify_latency(system, template, program)
+
+
+def _verify_latency(system, template, program) -> None:
+    """The recorded worst-case latency is the critical path of the graph, and within the deadline.
+
+    A recorded figure below the recomputed one is refused: it would promise a
+    deadline the plan cannot keep."""
+    from bamasc.ir.graph import verified_latency
+
+    where = f"system '{system.name}', template '{template.name}'"
+    try:
+        bound = verified_latency(template.graph(), program.roles, program.models)
+    except ValueError as problem:
+        raise PlanVerificationError(f"{where}: {problem}") from None
+    recorded = template.worst_case_latency_s
+    if (bound.seconds is None) != (recorded is None) or (
+        bound.seconds is not None and abs(recorded - bound.seconds) > 1e-9 * max(1.0, bound.seconds)
+    ):
+        shown = "none" if recorded is None else f"{recorded:g} s"
+        raise PlanVerificationError(
+            f"{where}: recorded worst-case latency {shown}, the graph gives "
+            + ("none (a model declares no latency)" if bound.seconds is None else f"{bound.seconds:g} s")
+        )
+    if system.deadline_s is not None and (bound.seconds is None or bound.seconds > system.deadline_s):
+        raise PlanVerificationError(
+            f"{where}: worst-case latency "
+            + ("unknown" if bound.seconds is None else f"{bound.seconds:g} s")
+            + f" exceeds the deadline of {system.deadline_s:g} s"
+        )

@@ -8,7 +8,9 @@ import json
 from bamasc.records import record
 
 # 2: `compiled_with` (the compile settings that reproduce the plan) and `plan_sha256`.
-SCHEMA_VERSION = 2
+# 3: latency: each node's `step` and `latency_s`, each template's `worst_case_latency_s`,
+# each system's `deadline_s`, and each model's `latency` among the prices.
+SCHEMA_VERSION = 3
 
 # How `bamasc compile --method` may have bound the seats.
 METHODS = ("lexicographic", "weights")
@@ -27,11 +29,13 @@ class PlanNode:
     reads_task: bool
     condition: str | None
     combinator: str
+    step: int  # the walker request that makes it: calls of one step run together
     input_tokens: int
     output_tokens: int
     input_cost: float
     output_cost: float
     cost: float
+    latency_s: float | None  # one attempt's worst case; None when the model declares no latency
 
 
 @record
@@ -46,6 +50,7 @@ class TemplatePlan:
     name: str
     feasible: bool
     worst_case_cost: float | None  # µ$; None when infeasible
+    worst_case_latency_s: float | None  # the critical path; None when a bound model declares no latency
     objective: dict  # {"tiers": [...], "tier_seats": [...], "quality": q}
     counts: dict  # slot -> instances
     binding: tuple[PlanSeat, ...]
@@ -69,6 +74,7 @@ class SystemPlan:
     min_agents: int
     answer: str
     on_exhausted: str
+    deadline_s: float | None  # seconds per task; None: no deadline
     selection: dict  # {"rule": ..., "selected": name or None, "policy": path or None}
     templates: tuple[TemplatePlan, ...]
 
@@ -87,7 +93,7 @@ class Plan:
     root: str  # the compiled file, named as in `sources`
     compiled_with: dict  # {"system": name or None, "budget": µ$ or None, "method": ...}: what reproduces the plan
     sources: tuple[dict, ...]  # {"path": ..., "sha256": ...}; std/ files as "std/NAME.bam"
-    prices: dict  # model -> {"provider", "name", "input", "output", "tier", "max_output"}
+    prices: dict  # model -> {"provider", "name", "input", "output", "tier", "max_output", "latency"}
     systems: tuple[SystemPlan, ...]
 
     def system(self, name: str | None = None) -> SystemPlan:

@@ -170,11 +170,12 @@ def _settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | N
     return ledger.spent
 
 
-def _broken(task_id: str, template, guard, reason: str) -> TaskResult:
+def _broken(task_id: str, template, guard, reason: str, deadline_s: float | None) -> TaskResult:
     return TaskResult(
         task_id=task_id, template=template.name, answer=None, output=None, cost=guard.charged,
         budget=guard.budget, bound=template.worst_case_cost, overran=guard.overran, status="error",
-        error=reason[:500], calls=0,
+        error=reason[:500], calls=0, deadline_s=deadline_s,
+        latency_bound_s=template.worst_case_latency_s,
     )
 
 
@@ -229,7 +230,8 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
             except Exception as problem:
                 # A defect outside the providers (whose failures the run records
                 # itself) ends this task only; every task still gets its line.
-                result = _broken(task.id, template, guard, f"internal error: {type(problem).__name__}: {problem}")
+                reason = f"internal error: {type(problem).__name__}: {problem}"
+                result = _broken(task.id, template, guard, reason, system.deadline_s)
             trace.task(
                 {
                     "task_id": result.task_id,
@@ -244,6 +246,10 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
                     "calls": result.calls,
                     "guard": guard.kind,
                     "earlier_runs": round(earlier[task.id], 6),
+                    "exhausted": result.exhausted,
+                    "elapsed_s": round(result.elapsed_s, 6),
+                    "deadline_s": result.deadline_s,
+                    "latency_bound_s": result.latency_bound_s,
                 }
             )
             results.append(result)

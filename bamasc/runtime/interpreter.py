@@ -6,6 +6,10 @@ ids from the same place the unroller did, so every call made is a node of the
 plan whose bound was proven; a call the plan does not know is refused.
 Concurrent calls (`parallel`) run together on asyncio. Loops end early when a
 critic approves or a plan has fewer steps; the calls they skip are not made.
+
+With a deadline, time is guarded as money is (runtime/deadline.py); when the
+next attempt might pass it, the task stops as when the budget runs out
+(`on_exhausted`), recording `deadline` as what ran out.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from bamasc.ir.tokens import output_cap
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, walk
 from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
+from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.providers.base import Decoding, Message, ProviderError
 from bamasc.runtime.retry import RetryPolicy
@@ -50,6 +55,10 @@ class TaskResult:
     status: str  # ok | exhausted | failed | error | overbilled
     error: str | None
     calls: int
+    exhausted: str | None = None  # what ran out when the task stopped early: "budget" or "deadline"
+    elapsed_s: float = 0.0  # wall time of the task, from its first call's guard to its answer
+    deadline_s: float | None = None
+    latency_bound_s: float | None = None  # the template's proven worst-case latency
 
 
 def decoding_for(role, model) -> Decoding:
@@ -65,6 +74,10 @@ def decoding_for(role, model) -> Decoding:
 
 class BudgetExhausted(Exception):
     """The next call does not fit in what is left of the budget."""
+
+
+class DeadlineReached(BudgetExhausted):
+    """The next attempt might not finish before the task's deadline: time, not money, ran out."""
 
 
 class TaskError(Exception):
@@ -110,15 +123,18 @@ class TaskRun:
         self.best: Output | None = None
         self.calls_made = 0
         self.in_flight: set[asyncio.Future] = set()  # concurrent calls of a `parallel`, cancelled on overbilling
+        self.clock = DeadlineGuard(getattr(system, "deadline_s", None), self.retry.timeout)
 
     # ------------------------------------------------------------ the task
 
     async def run(self) -> TaskResult:
-        status, error, result = "ok", None, None
+        status, error, result, exhausted = "ok", None, None, None
+        self.clock.start()
         try:
             result = await self.drive(walk(self.topology, self.counts))
-        except BudgetExhausted:
+        except BudgetExhausted as problem:
             status = "exhausted"
+            exhausted = "deadline" if isinstance(problem, DeadlineReached) else "budget"
         except TaskError as problem:
             status, error = "error", str(problem)
         except TaskOverbilled as problem:
@@ -141,7 +157,17 @@ class TaskRun:
             status=status,
             error=error,
             calls=self.calls_made,
+            exhausted=exhausted,
+            elapsed_s=self.clock.elapsed,
+            deadline_s=self.clock.deadline,
+            latency_bound_s=getattr(self.template, "worst_case_latency_s", None),
         )
+
+    def _too_late(self, node, model, prompt_tokens: int, cap: int, attempt: int) -> DeadlineReached:
+        """Record the attempt the deadline does not leave time for."""
+        why = self.clock.refusal(model.latency, cap)
+        self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False, error=why)
+        return DeadlineReached(node.id)
 
     def _final(self, value: FlowValue) -> Output | None:
         # A list as the answer (the steps of a plan) answers with its last output.
@@ -204,6 +230,9 @@ class TaskRun:
         for attempt in range(1, self.retry.max_attempts + 1):
             if self.guard.overbilled:
                 raise TaskOverbilled(self.guard.overbilled)
+            timeout = self.clock.timeout_for(model.latency, cap)
+            if timeout is None:
+                raise self._too_late(node, model, prompt_tokens, cap, attempt)
             reservation = self.guard.reserve(model, prompt_tokens, cap)
             if reservation is None:
                 self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False)
@@ -212,7 +241,7 @@ class TaskRun:
             started = time.perf_counter()
             try:
                 completion = await provider.complete(
-                    messages, reservation.max_tokens, timeout=self.retry.timeout, decoding=decoding_for(role, model),
+                    messages, reservation.max_tokens, timeout=timeout, decoding=decoding_for(role, model),
                     expect=role.reads,
                 )
             except ProviderError as problem:
@@ -220,7 +249,11 @@ class TaskRun:
                 self._failed(node, model, attempt, reservation, held, started, charged, f"{problem.kind}: {problem.message}")
                 if not self.retry.should_retry(attempt, problem):
                     raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
-                await asyncio.sleep(self.retry.delay(attempt, problem, self.rng))
+                wait = self.retry.delay(attempt, problem, self.rng)
+                if self.clock.timeout_for(model.latency, cap, wait) is None:
+                    # Waiting out the backoff would leave too little time for the retry.
+                    raise self._too_late(node, model, prompt_tokens, cap, attempt + 1)
+                await asyncio.sleep(wait)
                 continue
             except asyncio.CancelledError:
                 # Stopped from outside (a sibling was overbilled, or the run was

@@ -80,7 +80,7 @@ def test_a_toy_combinator_written_once_is_bound_planned_and_run(toy):
 
     binding = bind_template(program, system, "linear")
     assert binding.feasible
-    plan = template_plan(binding)
+    plan = template_plan(binding, program)
     assert [n.id for n in plan.nodes] == ["executor[0]@0.first", "executor[0]@0.second"]
     first, second = plan.nodes
     # The second call's bound holds the first call's whole output cap.

@@ -501,7 +501,7 @@ def test_fake_injected_error_attributes_and_fresh_retries():
 
 
 def test_fake_latency_past_the_timeout():
-    error = fail(FakeProvider("f", latency=5.0), timeout=0.05)
+    error = fail(FakeProvider("f", first_token_s=5.0), timeout=0.05)
     assert error.kind == "timeout" and error.outcome_unknown
 
 

@@ -48,7 +48,12 @@ def make_provider(
             )
         return ReplayProvider(model.name, cassette)
     if fake_mode is not None or model.provider == "fake":
-        provider = FakeProvider(model.name, mode=fake_mode or "echo")
+        # The fake takes the time the model's `latency` block declares, so a deadline can be tried offline.
+        latency = getattr(model, "latency", None)
+        delays = {} if latency is None else {
+            "first_token_s": latency.first_token_s, "per_output_token_s": latency.per_output_token_s
+        }
+        provider = FakeProvider(model.name, mode=fake_mode or "echo", **delays)
     else:
         provider = _real_provider(model, env)
     if record:

@@ -32,6 +32,11 @@ class FakeProvider:
     fails some calls with one of `fail_kinds`; the draw depends on the seed,
     the prompt and how many times this prompt was sent before, so a run is
     reproducible however its calls interleave, and a retry draws afresh.
+
+    Each reply takes `first_token_s` plus `per_output_token_s` for every token
+    it holds (a failure, `first_token_s`): the delays a model's `latency { }`
+    block declares, so a run shows what a deadline does. A reply that would take
+    the attempt's `timeout` or longer waits that long and fails as a timeout.
     """
 
     def __init__(
@@ -41,7 +46,8 @@ class FakeProvider:
         seed: int = 0,
         fail_rate: float = 0.0,
         fail_kinds: tuple[str, ...] = ("server",),
-        latency: float = 0.0,
+        first_token_s: float = 0.0,
+        per_output_token_s: float = 0.0,
         reply: str | None = None,
     ) -> None:
         if mode not in MODES:
@@ -56,7 +62,10 @@ class FakeProvider:
         self.seed = seed
         self.fail_rate = fail_rate
         self.fail_kinds = tuple(fail_kinds)
-        self.latency = latency
+        if not (first_token_s >= 0 and per_output_token_s >= 0):
+            raise ValueError("fake delays must be zero or more seconds")
+        self.first_token_s = first_token_s
+        self.per_output_token_s = per_output_token_s
         self.reply = reply
         self.calls = 0
         self._sent = Counter()
@@ -83,16 +92,8 @@ class FakeProvider:
         attempt = self._sent[prompt_key]
         self._sent[prompt_key] += 1
         rng = random.Random(f"{self.seed}:{prompt_key}:{attempt}")
-        if self.latency > 0:
-            if self.latency >= timeout:
-                await asyncio.sleep(timeout)
-                raise ProviderError(
-                    f"fake model '{self.name}' timed out after {timeout:g} s waiting for the answer",
-                    kind="timeout",
-                    outcome_unknown=True,
-                )
-            await asyncio.sleep(self.latency)
         if self.fail_rate and rng.random() < self.fail_rate:
+            await self._wait(self.first_token_s, timeout)
             raise _injected(self.name, rng.choice(self.fail_kinds))
         if self.reply is not None:
             text = self.reply
@@ -108,7 +109,21 @@ class FakeProvider:
             text = _pad(text, max_tokens)
         completion_tokens = len(text.encode("utf-8", "surrogatepass"))
         finish_reason = "length" if truncated or self.mode == "verbose" else "stop"
+        await self._wait(self.first_token_s + self.per_output_token_s * completion_tokens, timeout)
         return Completion(text, self.count_prompt_tokens(messages), completion_tokens, finish_reason)
+
+    async def _wait(self, seconds: float, timeout: float) -> None:
+        """Take `seconds` to answer, or fail as a timeout after `timeout` if that is not longer."""
+        if seconds <= 0:
+            return
+        if seconds >= timeout:
+            await asyncio.sleep(timeout)
+            raise ProviderError(
+                f"fake model '{self.name}' timed out after {timeout:g} s waiting for the answer",
+                kind="timeout",
+                outcome_unknown=True,
+            )
+        await asyncio.sleep(seconds)
 
     async def aclose(self) -> None:
         return None
