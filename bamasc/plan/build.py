@@ -46,6 +46,7 @@ def build_plan(
             "output": program.models[name].price_output,
             "tier": program.models[name].tier,
             "max_output": program.models[name].max_output,
+            **program.models[name].prices().record(),
         }
         for name in used
     }
