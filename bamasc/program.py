@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from types import MappingProxyType
 
+from bamasc.prices import Pricing
 from bamasc.records import record
 from bamasc.source import Span
 from bamasc.syntax import ast
@@ -72,6 +73,11 @@ class Model:
     spans: dict[str, Span] = NO_SPANS
     decoding: DecodingSettings = NO_DECODING
     latency: Latency | None = None  # None: the model declares none, so no deadline can be proven on it
+    pricing: Pricing | None = None  # every rate (cache, tiers); None: price_input and price_output alone
+
+    def prices(self) -> Pricing:
+        """The model's price model; price_input and price_output are its base rates."""
+        return self.pricing if self.pricing is not None else Pricing(self.price_input, self.price_output)
 
     def quality_for(self, role: str) -> float:
         return self.quality.get(role, self.default_quality)

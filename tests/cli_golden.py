@@ -284,7 +284,7 @@ def _evaluate_group() -> Group:
 def _help_group() -> Group:
     group = Group("help", {})
     group.add("help", "--help", argparse=True)
-    for command in ("lint", "compile", "explain", "graph", "exec", "bench", "score", "collect", "train"):
+    for command in ("lint", "compile", "explain", "graph", "exec", "bench", "score", "collect", "train", "prices"):
         group.add(f"help-{command}", command, "--help", argparse=True)
     return group
 
@@ -326,8 +326,11 @@ def normalise(text: str, work: str) -> str:
     return _LATENCY.sub(r'\1"<ms>"', text)
 
 
+CATALOG_DAY = "1796083200"  # 2026-12-01
+
+
 def _environment(work: str) -> dict[str, str]:
-    """The run's environment: no API keys, this checkout's bamasc, a fixed terminal width."""
+    """The run's environment: no API keys, this checkout's bamasc, a fixed terminal width and day."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -339,6 +342,8 @@ def _environment(work: str) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
         COLUMNS="80",
         BAMASC_CACHE=os.path.join(work, ".cache"),
+        # The day catalogue prices are taken at (and the snapshot's age measured from).
+        SOURCE_DATE_EPOCH=CATALOG_DAY,
     )
     return env
 

@@ -50,6 +50,12 @@ def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], check=True, env=env)
     python = env_dir / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, env=env)
+    # The base dependency the examples' catalog() prices need comes from this environment.
+    import genai_prices
+
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, env=env).stdout.strip()
+    Path(site, "base-dependencies.pth").write_text(os.path.dirname(os.path.dirname(genai_prices.__file__)) + "\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "app.bam").write_text(Path(EXAMPLES[0]).read_text(encoding="utf-8"), encoding="utf-8")

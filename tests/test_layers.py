@@ -16,11 +16,11 @@ PACKAGE = Path(ROOT) / "bamasc"
 
 # Each stage may import its own and lower ranks only (docs/architecture.md, the stages table).
 RANK = {
-    "records": 0, "rows": 0, "secrets": 0, "words": 0, "limits": 0, "encodings": 0,
+    "records": 0, "rows": 0, "secrets": 0, "words": 0, "limits": 0, "encodings": 0, "prices": 0,
     "source": 1,
     "diagnostics": 2,
     "syntax": 3,
-    "program": 4, "loader": 4,
+    "program": 4, "loader": 4, "catalog": 4,
     "check": 5,
     "ir": 6,
     "lint": 7, "optimize": 7,

@@ -1,4 +1,4 @@
-"""Reads and checks `model` declarations: provider, prices, tier, secrets, caps, quality."""
+"""Reads and checks `model` declarations: provider, tier, secrets, caps, quality (prices: check/prices.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import re
 from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.latency import read_latency
-from bamasc.program import PAID_PROVIDERS, PROVIDERS, Model
+from bamasc.check.prices import read_price
+from bamasc.program import PROVIDERS, Model
 from bamasc.diagnostics import Diagnostic, error, warning
 from bamasc.encodings import ENCODINGS, OPENAI_FAMILIES, encoding_for
-from bamasc.limits import MAX_PRICE, MAX_QUALITY, MAX_TIER
+from bamasc.limits import MAX_QUALITY, MAX_TIER
 from bamasc.secrets import looks_like_key
 from bamasc.source import Span
 from bamasc.syntax import ast
@@ -32,13 +33,13 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
     if "provider" not in attrs.items:
         attrs.missing("provider", "provider = openai")
     model_id = attrs.string("name", 'name = "gpt-4.1-nano"') or decl.name
-    price_input, price_output = _prices(decl, attrs, provider, diagnostics)
+    pricing = read_price(decl, attrs, provider, diagnostics)
     return Model(
         name=decl.name,
         provider=provider,
         model_id=model_id,
-        price_input=price_input,
-        price_output=price_output,
+        price_input=pricing.input,
+        price_output=pricing.output,
         tier=_tier(attrs, diagnostics),
         base_url=_base_url(attrs, diagnostics),
         api_key_env=_api_key(attrs, diagnostics),
@@ -51,6 +52,7 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         spans=attrs.spans(),
         decoding=read_decoding(attrs, diagnostics),
         latency=read_latency(decl.name, attrs, diagnostics),
+        pricing=pricing,
     )
 
 
@@ -75,63 +77,6 @@ def _tokenizer(attrs: Attributes, provider: str, diagnostics) -> str | None:
         )
         return None
     return name
-
-
-def _prices(decl, attrs: Attributes, provider: str, diagnostics) -> tuple[float, float]:
-    block = attrs.block("price", "price { input = 0.27  output = 1.10 }")
-    if block is None:
-        return 0.0, 0.0
-    prices = Attributes(f"price of model '{decl.name}'", block.attrs, ("input", "output"), diagnostics, block.name_span)
-    result = []
-    for side in ("input", "output"):
-        value = prices.value(side)
-        if value is None:
-            diagnostics.append(
-                error(
-                    "BAM201",
-                    f"model '{decl.name}' has no {side} price",
-                    block.name_span,
-                    hint=f"add `{side} = <USD per million tokens>` to the price block",
-                )
-            )
-            result.append(0.0)
-            continue
-        result.append(_price(decl.name, side, value, provider, diagnostics))
-    return result[0], result[1]
-
-
-def _price(model: str, side: str, value, provider: str, diagnostics) -> float:
-    if isinstance(value, ast.Money) or (isinstance(value, ast.Number) and value.unit == "µ$"):
-        diagnostics.append(
-            error(
-                "BAM208",
-                f"the {side} price of model '{model}' is a rate in USD per million tokens, not an amount of money",
-                value.span,
-                hint=f"write `{side} = {value.text.lstrip('$')}` (or `{value.text.lstrip('$')} $/Mtok`)",
-            )
-        )
-        return 0.0
-    if not isinstance(value, ast.Number):
-        diagnostics.append(error("BAM108", f"the {side} price of model '{model}' must be a number", value.span))
-        return 0.0
-    if value.value < 0:
-        diagnostics.append(
-            error("BAM202", f"the {side} price of model '{model}' is negative ({shown(value.text)})", value.span)
-        )
-        return 0.0
-    if value.value > MAX_PRICE:
-        diagnostics.append(out_of_range(f"the {side} price of model '{model}'", value, MAX_PRICE, " $/Mtok"))
-        return 0.0
-    if value.value == 0 and provider in PAID_PROVIDERS:
-        diagnostics.append(
-            error(
-                "BAM203",
-                f"the {side} price of model '{model}' is zero, but provider '{provider}' charges per token",
-                value.span,
-                hint="copy the price from the provider's price page; zero would hide the model's cost from the budget",
-            )
-        )
-    return value.value
 
 
 def _tier(attrs: Attributes, diagnostics) -> int:

@@ -39,16 +39,9 @@ def call_bounds(
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += sum(caps[source] for source in call.inputs)
         tokens_out = caps[call.id] = output_cap(role, model)
-        bounds.append(
-            CallBound(
-                call.id,
-                model.name,
-                tokens_in,
-                tokens_out,
-                model.price_input * tokens_in,
-                model.price_output * tokens_out,
-            )
-        )
+        # The dearest rates a prompt this long could be billed at (tiers it may cross included).
+        input_cost, output_cost = model.prices().worst_cost(tokens_in, tokens_out)
+        bounds.append(CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost))
     return bounds
 
 

@@ -77,7 +77,7 @@ def verified_cost(graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int
         tokens_out = output_cap(role, model)
         tokens_in = template_tokens(role) + (task_tokens if data["reads_task"] else 0)
         tokens_in += sum(graph.nodes[p]["output_tokens"] for p in graph.predecessors(node))
-        cost = model.price_input * tokens_in + model.price_output * tokens_out
+        cost = sum(model.prices().worst_cost(tokens_in, tokens_out))
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:
             raise ValueError(
                 f"call {node}: recorded bound {data['input_tokens']}+{data['output_tokens']} tokens, "

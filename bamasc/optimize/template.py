@@ -69,12 +69,29 @@ def offered_exactly(problem: SeatProblem, pool, roles) -> tuple[tuple[int, ...],
 
 
 def _dominates(kept, model, role) -> bool:
+    mine, theirs = _flat_rates(kept), _flat_rates(model)
     return (
         kept.tier == model.tier
-        and kept.price_input <= model.price_input
-        and kept.price_output <= model.price_output
+        and mine is not None
+        and theirs is not None
+        and all(a <= b for a, b in zip(mine, theirs))
         and output_cap(role, kept) <= output_cap(role, model)
+        and (kept.latency is None) == (model.latency is None)
+        and (kept.latency is None or _slower_or_equal(model.latency, kept.latency))
     )
+
+
+def _flat_rates(model) -> tuple[float, float, float] | None:
+    """(input, output, per-request) a bound pays on a model without prompt tiers; None with tiers."""
+    pricing = model.prices()
+    if pricing.tiers:
+        return None
+    rates = pricing.worst_rates(0)
+    return rates.input, rates.output, pricing.per_request
+
+
+def _slower_or_equal(a, b) -> bool:
+    return a.first_token_s >= b.first_token_s and a.per_output_token_s >= b.per_output_token_s
 
 
 def build(
@@ -115,6 +132,7 @@ class _Builder:
         # a system with a deadline has every model declare one, BAM408).
         self.latency = [[call_latency_s(role, model) or 0.0 for model in pool] for role in roles]
         self.unit_column: dict[tuple[int, tuple[int, ...]], int] = {}
+        self.prompt_bound: dict[tuple[int, int], float] = {}  # per seat, the most tokens any of its prompts holds
         self.count_columns: dict[tuple[int, int], int] = {}
         self.value_column: dict[int, int] = {}
         self.value_most: dict[int, float] = {}
@@ -170,6 +188,11 @@ class _Builder:
     # ------------------------------------------------------------ statements
 
     def statement(self, statement: Statement) -> None:
+        for unit in statement.units:
+            for seat, calls in unit.seats:
+                most = calls.fixed + sum(n * self.most_tokens(source) for source, n in calls.reads)
+                most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.values)
+                self.prompt_bound[seat] = max(self.prompt_bound.get(seat, 0.0), most)
         if statement.padded:
             (unit,) = statement.units
             self.covered.update(seat for seat, _ in unit.seats)
@@ -220,13 +243,34 @@ class _Builder:
                 self.row("value", [(column, 1.0), *value, (y, -most)], -most, math.inf)
             self.value_most[statement.index] = most_all
 
+    def rates(self, seat, m: int, calls) -> tuple[float, float, float]:
+        """(input, output, per-request) rates a call at `seat` on model m is bounded at (ir/bounds.py).
+
+        Those are the highest rates of every prompt tier the call's prompt could
+        reach; the prompt is taken at the most this seat could ever read, so on
+        a model with tiers the MILP may price a call above its exact bound (never
+        below it), and on every other model exactly.
+        """
+        pricing = self.pool[m].prices()
+        if pricing.tiers:
+            prompt = self.most_prompt(seat)
+        else:
+            prompt = 0
+        rates = pricing.worst_rates(prompt)
+        return rates.input, rates.output, pricing.per_request
+
+    def most_prompt(self, seat) -> int:
+        """An upper bound on the prompt of any call the template makes at `seat`."""
+        return int(self.prompt_bound.get(seat, 0)) + 1
+
     def own(self, seat, calls, y):
         """Prompt-text and output cost of a seat's calls: into the cost directly, or as terms for O."""
         s, _ = seat
         terms = []
         for j, m in self.models(seat):
             model = self.pool[m]
-            value = model.price_input * calls.fixed + model.price_output * self.cap[s][m] * calls.calls
+            rate_in, rate_out, fee = self.rates(seat, m, calls)
+            value = rate_in * calls.fixed + rate_out * self.cap[s][m] * calls.calls + fee * calls.calls
             if y is None:
                 self.cost[j] += value
             else:
@@ -267,7 +311,7 @@ class _Builder:
                 if not read and y is None:
                     # What the seat reads is known: its price times that is linear in x.
                     for j, m in self.models(seat):
-                        self.cost[j] += self.pool[m].price_input * known
+                        self.cost[j] += self.rates(seat, m, calls)[0] * known
                     continue
                 if most == 0:
                     continue
@@ -286,7 +330,7 @@ class _Builder:
             split = [(r, -1.0)]
             for j, m in models:
                 q = self.new(f"Q[{statement.index},{seat},{m}]")
-                self.cost[q] += self.pool[m].price_input
+                self.cost[q] += self.rates(seat, m, None)[0]
                 self.row("reads", [(q, 1.0), (j, -most)], -math.inf, 0.0)
                 split.append((q, 1.0))
             empty = self.new(f"Q[{statement.index},{seat},none]")

@@ -50,6 +50,7 @@ def build_plan(
             "tier": program.models[name].tier,
             "max_output": program.models[name].max_output,
             "latency": _latency(program.models[name]),
+            **program.models[name].prices().record(),
         }
         for name in used
     }

@@ -14,7 +14,7 @@ import stat
 from bamasc import __version__
 from bamasc.plan.diff import differences, same_value
 from bamasc.plan.read import Settings, read_plan_data, read_settings
-from bamasc.plan.schema import Plan, PlanFormatError, plan_data
+from bamasc.plan.schema import Plan, PlanFormatError, canonical_sha256, plan_data
 from bamasc.source import as_typed
 from bamasc.syntax.resources import STDLIB_PATH
 from bamasc.words import show
@@ -54,6 +54,7 @@ def load_plan(path: str) -> tuple[Plan, object]:
         details = _price_changes(data.get("prices"), program) if program is not None else []
         what = "; ".join(details) if details else "its source changed"
         raise StalePlanError(f"{path} is stale: {', '.join(changed)} changed since it was compiled ({what}). Recompile it: {command}")
+    _check_catalog(data, settings, plan_dir, path, command)
     version = data.get("compiler_version")
     if not same_value(version, __version__):
         raise StalePlanError(
@@ -149,6 +150,28 @@ def _check_policies(data: dict, plan: Plan, path: str) -> None:
             )
 
 
+def _check_catalog(data: dict, settings: Settings, plan_dir: str, path: str, command: str) -> None:
+    """A plan priced from the catalogue is stale once the catalogue gives other prices, as if its source changed."""
+    prices = data.get("prices")
+    if not isinstance(prices, dict) or not any(
+        isinstance(entry, dict) and entry.get("source") == "catalog" for entry in prices.values()
+    ):
+        return
+    try:
+        intact = data.get("plan_sha256") == canonical_sha256({k: v for k, v in data.items() if k != "plan_sha256"})
+    except (TypeError, ValueError):
+        intact = False
+    if not intact:
+        return  # an edited file: verification names the field that differs
+    program = _program(settings.root, plan_dir)
+    details = _price_changes(prices, program) if program is not None else []
+    if details:
+        raise StalePlanError(
+            f"{path} is stale: the price catalogue changed since it was compiled ({'; '.join(details)}). "
+            f"Recompile it: {command}"
+        )
+
+
 def _changed_sources(settings: Settings, plan_dir: str) -> list[str]:
     changed = []
     for label, recorded in settings.sources:
@@ -193,11 +216,20 @@ def _price_changes(prices, program) -> list[str]:
             continue
         if not isinstance(recorded, dict):
             continue
-        for key, now in (("input", model.price_input), ("output", model.price_output), ("tier", model.tier)):
-            if not same_value(recorded.get(key), now):
-                label = "tier" if key == "tier" else f"{key} price"
-                changes.append(f"{label} of model '{name}' went from {show(recorded.get(key))} to {show(now)}")
+        pricing = model.prices().record()
+        for key, now in (("input", model.price_input), ("output", model.price_output), ("tier", model.tier),
+                         *((key, pricing[key]) for key in ("cache_read", "cache_write", "tiers", "per_request", "catalog"))):
+            if not (recorded.get(key) == now if isinstance(now, (list, dict)) else same_value(recorded.get(key), now)):
+                label = "tier" if key == "tier" else f"{key.replace('_', ' ')} price"
+                changes.append(f"{label} of model '{name}' went from {_shown(recorded.get(key))} to {_shown(now)}")
     return changes
+
+
+def _shown(value) -> str:
+    """A price as a message gives it: a number as is, the tiers or the catalogue entry in JSON."""
+    import json
+
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else show(value)
 
 
 def verify_plan(plan: Plan, program) -> None:

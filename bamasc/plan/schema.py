@@ -93,7 +93,7 @@ class Plan:
     root: str  # the compiled file, named as in `sources`
     compiled_with: dict  # {"system": name or None, "budget": µ$ or None, "method": ...}: what reproduces the plan
     sources: tuple[dict, ...]  # {"path": ..., "sha256": ...}; std/ files as "std/NAME.bam"
-    prices: dict  # model -> {"provider", "name", "input", "output", "tier", "max_output", "latency"}
+    prices: dict  # model -> {"provider", "name", "input", "output", "tier", "max_output", "latency", and Pricing.record()}
     systems: tuple[SystemPlan, ...]
 
     def system(self, name: str | None = None) -> SystemPlan:

@@ -8,10 +8,15 @@ call is not made. A call whose outcome is unknown (timeout, dropped
 connection) keeps its whole reservation. Retries reserve again from the same
 budget.
 
-The promise holds for every provider that bills no more than the prompt it
-was given and the `max_tokens` it was sent. A reply that reports more (more
+The reservation pays the dearest rates the prompt could be billed at (the
+tier above when the prompt could cross a threshold; a cached read never
+assumed cheaper); settling charges the tier the reported prompt reached and
+credits cached reads only as reported (`bamasc.prices`). The promise holds for
+every provider that bills no more than the prompt it was given and the
+`max_tokens` it was sent. A reply that reports more (more
 completion tokens than the cap, more prompt tokens than the reservation
-counted) is charged as billed and marks the guard `overbilled`: no further
+counted, a cache write bamasc never asked for that takes the charge past the
+reservation) is charged as billed and marks the guard `overbilled`: no further
 call of the task is reserved, and the task ends with that status.
 
 A resumed task starts from what the trace holds for it (`spent`): a crash
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import math
 
+from bamasc.prices import Pricing, Rates, Usage
 from bamasc.records import record
 
 # A call that could emit fewer tokens than this is not worth making.
@@ -41,8 +47,10 @@ class Reservation:
     max_tokens: int  # after clamping
     requested_tokens: int  # the cap the call wanted
     amount: float  # µ$ held
-    price_input: float
+    price_input: float  # the rates held: the dearest the prompt could be billed at
     price_output: float
+    pricing: Pricing | None = None  # what settling charges by
+
 
     @property
     def clamped(self) -> bool:
@@ -69,38 +77,48 @@ class BudgetGuard:
         """Hold the worst case of a call, clamping max_tokens to fit; None means: do not call."""
         if self.overbilled:
             return None
-        input_cost = model.price_input * prompt_tokens
+        pricing = model.prices()
+        rates = pricing.worst_rates(prompt_tokens)
+        input_cost, _ = pricing.worst_cost(prompt_tokens, 0)
         left = self.remaining - input_cost
-        if model.price_output > 0:
-            affordable = math.floor(left / model.price_output + 1e-9) if left > 0 else 0
+        if rates.output > 0:
+            affordable = math.floor(left / rates.output + 1e-9) if left > 0 else 0
         else:
             affordable = max_tokens if left >= 0 else 0
         tokens = min(max_tokens, affordable)
         if tokens < min(self.min_useful_tokens, max_tokens) or left < 0:
             return None
-        amount = input_cost + model.price_output * tokens
+        amount = input_cost + rates.output * tokens
         self.held += amount
-        return Reservation(
-            model.name, prompt_tokens, tokens, max_tokens, amount, model.price_input, model.price_output
-        )
+        return Reservation(model.name, prompt_tokens, tokens, max_tokens, amount, rates.input, rates.output, pricing)
 
-    def settle(self, reservation: Reservation, prompt_tokens: int, completion_tokens: int) -> float:
-        """Charge the usage the provider reported; returns the charge.
+    def settle(self, reservation: Reservation, prompt_tokens: int, completion_tokens: int,
+               cached_tokens: int = 0, cache_write_tokens: int = 0) -> float:
+        """Charge the usage the provider reported; returns the charge."""
+        usage = Usage(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
+        return self.settle_usage(reservation, usage)[0]
+
+    def settle_usage(self, reservation: Reservation, usage: Usage) -> tuple[float, Rates]:
+        """Charge `usage` at the rates of the tier its prompt reached; returns the charge and those rates.
 
         Usage beyond what the reservation allowed is charged as billed and
         marks the guard overbilled.
         """
         self.held -= reservation.amount
-        charge = reservation.price_input * prompt_tokens + reservation.price_output * completion_tokens
+        pricing = reservation.pricing or Pricing(reservation.price_input, reservation.price_output)
+        charge, rates = pricing.charge(usage)
         self.charged += charge
         excess = []
-        if completion_tokens > reservation.max_tokens:
-            excess.append(f"{completion_tokens} completion tokens for a cap of {reservation.max_tokens}")
-        if prompt_tokens > reservation.prompt_tokens:
-            excess.append(f"{prompt_tokens} prompt tokens where {reservation.prompt_tokens} were reserved")
+        if usage.completion_tokens > reservation.max_tokens:
+            excess.append(f"{usage.completion_tokens} completion tokens for a cap of {reservation.max_tokens}")
+        if usage.prompt_tokens > reservation.prompt_tokens:
+            excess.append(f"{usage.prompt_tokens} prompt tokens where {reservation.prompt_tokens} were reserved")
+        if not excess and charge > reservation.amount * (1 + 1e-9) + 1e-9:
+            excess.append(f"{usage.cache_write_tokens} cache-write tokens, {charge:.4f} µ$ "
+                          f"where {reservation.amount:.4f} were reserved")
         if excess and not self.overbilled:
             self.overbilled = f"{reservation.model} billed " + " and ".join(excess)
-        return charge
+        return charge, rates
 
     def keep(self, reservation: Reservation) -> float:
         """The outcome is unknown (the provider may have billed it): charge the whole reservation."""
@@ -128,6 +146,8 @@ class PosthocGuard(BudgetGuard):
         # about to be made is neither bounded nor clamped.
         if self.charged >= self.budget:
             return None
-        amount = model.price_input * prompt_tokens + model.price_output * max_tokens
+        pricing = model.prices()
+        amount = sum(pricing.worst_cost(prompt_tokens, max_tokens))
+        rates = pricing.worst_rates(prompt_tokens)
         self.held += amount
-        return Reservation(model.name, prompt_tokens, max_tokens, max_tokens, amount, model.price_input, model.price_output)
+        return Reservation(model.name, prompt_tokens, max_tokens, max_tokens, amount, rates.input, rates.output, pricing)

@@ -22,6 +22,7 @@ import time
 from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, walk
+from bamasc.prices import Usage
 from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
 from bamasc.runtime.deadline import DeadlineGuard
@@ -268,12 +269,15 @@ class TaskRun:
                 what = f"unexpected {type(problem).__name__} from the provider"
                 self._failed(node, model, attempt, reservation, held, started, charged, f"malformed: {what}, reservation kept")
                 raise TaskError(f"{node_id} on {model.name}: {what}") from None
-            charged = self.guard.settle(reservation, completion.prompt_tokens, completion.completion_tokens)
+            usage = Usage(completion.prompt_tokens, completion.completion_tokens,
+                          completion.cached_tokens, completion.cache_write_tokens)
+            charged, rates = self.guard.settle_usage(reservation, usage)
             self.calls_made += 1
             self._record(
                 node, model, completion.prompt_tokens, completion.completion_tokens, reservation.amount, charged,
                 time.perf_counter() - started, attempt, clamped=reservation.clamped, held=held,
                 error=f"overbilled: {self.guard.overbilled}" if self.guard.overbilled else None,
+                settled=(usage, rates),
             )
             if self.guard.overbilled:
                 for sibling in self.in_flight:
@@ -302,9 +306,15 @@ class TaskRun:
              "reserved": round(reservation.amount, 6)}
         )
 
-    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None, held=None):
+    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None, held=None, settled=None):
         if self.trace is None:
             return
+        # A settled call shows the usage it was charged for and the rates (the tier) that applied.
+        ledger = {} if settled is None else {
+            "cached_tokens": settled[0].cached_tokens,
+            "cache_write_tokens": settled[0].cache_write_tokens,
+            "rates": settled[1].as_dict(),
+        }
         self.trace.call(
             {
                 "id": held,
@@ -321,6 +331,7 @@ class TaskRun:
                 "clamped": clamped,
                 "skipped": skipped,
                 "error": error,
+                **ledger,
             }
         )
 

@@ -37,6 +37,8 @@ NOT_IN_FIXTURES = {
     "BAM504": "solver-failed",
     # Compile-only too: the latency bound needs the binding the solver chose.
     "BAM505": "template-misses-deadline",
+    # Needs a catalogue snapshot older than 120 days: tests/prices/test_catalog.py moves the day.
+    "BAM410": "old-price-catalog",
 }
 
 _EXPECTED_LINE = re.compile(r"(?P<code>BAM\d{3}) (?:(?P<file>\S+):)?(?P<line>\d+):(?P<col>\d+)(?: (?P<severity>\w+))?")

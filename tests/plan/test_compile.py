@@ -100,7 +100,7 @@ def test_editing_a_price_makes_the_plan_stale(workspace):
     plan_path = workspace / "plan.json"
     assert main(["compile", str(workspace / "gsm8k.bam"), "-o", str(plan_path)]) == 0
     source = workspace / "gsm8k.bam"
-    source.write_text(source.read_text().replace("input = 0.10", "input = 0.12"))
+    source.write_text(source.read_text().replace('= catalog("openai/gpt-4.1-nano")', "{ input = 0.12  output = 0.40 }"))
     with pytest.raises(StalePlanError, match="input price of model 'gpt41_nano' went from 0.1 to 0.12"):
         load_plan(str(plan_path))
     assert main(["graph", str(plan_path)]) == 1

@@ -123,6 +123,30 @@ def test_anthropic_cache_fields_are_charged_as_prompt(anthropic_server, monkeypa
     assert complete(anthropic_server).prompt_tokens == 13
 
 
+def test_anthropic_cache_reads_and_writes_are_reported_apart(anthropic_server, monkeypatch):
+    monkeypatch.setenv("BAMASC_TEST_KEY", KEY)
+    extra = ', "cache_creation_input_tokens": 4, "cache_read_input_tokens": 6'
+    anthropic_server.script(raw(usage_body("anthropic", "9", "5", extra)))
+    completion = complete(anthropic_server)
+    assert (completion.prompt_tokens, completion.cached_tokens, completion.cache_write_tokens) == (19, 6, 4)
+
+
+def test_openai_cached_tokens_are_reported(openai_server, monkeypatch):
+    monkeypatch.setenv("BAMASC_TEST_KEY", KEY)
+    openai_server.script(raw(usage_body("openai", "9", "5", ', "prompt_tokens_details": {"cached_tokens": 6}')))
+    completion = complete(openai_server)
+    assert (completion.prompt_tokens, completion.cached_tokens, completion.cache_write_tokens) == (9, 6, 0)
+
+
+@pytest.mark.parametrize("value", ['"5"', "1.5", "-3", "10"])
+def test_openai_cached_tokens_that_are_no_count_of_the_prompt_are_malformed(openai_server, monkeypatch, value):
+    monkeypatch.setenv("BAMASC_TEST_KEY", KEY)
+    openai_server.script(raw(usage_body("openai", "9", "5", f', "prompt_tokens_details": {{"cached_tokens": {value}}}')))
+    with pytest.raises(ProviderError) as caught:
+        complete(openai_server)
+    assert caught.value.kind == "malformed" and caught.value.outcome_unknown
+
+
 # ---------------------------------------------------------------- bodies
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])

@@ -85,13 +85,16 @@ class AnthropicProvider:
             raise missing_fields(response, error, provider=PROVIDER, model=self.name) from None
         if not isinstance(text, str):
             raise malformed_error(provider=PROVIDER, model=self.name, detail="a text block is not text")
-        # Cache reads and writes are billed as input; bamasc never asks for
-        # caching, so they should be absent, and are charged if not.
+        # `input_tokens` leaves out the cached part of the prompt. Writes are
+        # billed only for prompts marked with cache_control, which bamasc never
+        # sends, so they should be absent; they are charged if not.
         prompt_tokens = usage_tokens(usage, "input_tokens", provider=PROVIDER, model=self.name)
-        for extra in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-            prompt_tokens += usage_tokens(usage, extra, provider=PROVIDER, model=self.name, optional=True)
+        written = usage_tokens(usage, "cache_creation_input_tokens", provider=PROVIDER, model=self.name, optional=True)
+        cached = usage_tokens(usage, "cache_read_input_tokens", provider=PROVIDER, model=self.name, optional=True)
         completion_tokens = usage_tokens(usage, "output_tokens", provider=PROVIDER, model=self.name)
-        return Completion(text, prompt_tokens, completion_tokens, finish_reason if isinstance(finish_reason, str) else None)
+        reason = finish_reason if isinstance(finish_reason, str) else None
+        return Completion(text, prompt_tokens + written + cached, completion_tokens, reason,
+                          cached_tokens=cached, cache_write_tokens=written)
 
     async def aclose(self) -> None:
         await self._client.close()

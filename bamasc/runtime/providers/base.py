@@ -28,6 +28,8 @@ class Completion:
     prompt_tokens: int  # as the provider reports them: what it bills
     completion_tokens: int
     finish_reason: str | None = None
+    cached_tokens: int = 0  # of prompt_tokens, read from the provider's cache (billed at its cache-read rate)
+    cache_write_tokens: int = 0  # of prompt_tokens, written to its cache (billed at its cache-write rate)
 
 
 @record

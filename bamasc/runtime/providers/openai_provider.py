@@ -119,7 +119,14 @@ class OpenAIProvider:
             raise malformed_error(provider=PROVIDER, model=self.name, detail="the message content is not text")
         prompt_tokens = usage_tokens(usage, "prompt_tokens", provider=PROVIDER, model=self.name)
         completion_tokens = usage_tokens(usage, "completion_tokens", provider=PROVIDER, model=self.name)
-        return Completion(text, prompt_tokens, completion_tokens, finish_reason if isinstance(finish_reason, str) else None)
+        # Prompt caching is automatic: the cached part of the prompt is reported here (and billed lower).
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        cached = usage_tokens(details, "cached_tokens", provider=PROVIDER, model=self.name, optional=True) if isinstance(details, dict) else 0
+        if cached > prompt_tokens:
+            raise malformed_error(provider=PROVIDER, model=self.name,
+                                  detail=f"usage reports {cached} cached tokens of a {prompt_tokens}-token prompt")
+        reason = finish_reason if isinstance(finish_reason, str) else None
+        return Completion(text, prompt_tokens, completion_tokens, reason, cached_tokens=cached)
 
     async def aclose(self) -> None:
         await self._client.close()
