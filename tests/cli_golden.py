@@ -283,7 +283,7 @@ def _evaluate_group() -> Group:
 def _help_group() -> Group:
     group = Group("help", {})
     group.add("help", "--help", argparse=True)
-    for command in ("lint", "compile", "explain", "graph", "exec", "bench", "score", "collect", "train"):
+    for command in ("lint", "compile", "explain", "graph", "exec", "bench", "score", "collect", "train", "lsp"):
         group.add(f"help-{command}", command, "--help", argparse=True)
     return group
 

@@ -23,7 +23,7 @@ RANK = {
     "program": 4, "loader": 4,
     "check": 5,
     "ir": 6,
-    "lint": 7, "optimize": 7,
+    "lint": 7, "fmt": 7, "optimize": 7,
     "plan": 8,
     "runtime": 9,
     "policy": 10,

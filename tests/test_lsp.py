@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import sys
 
@@ -34,10 +35,28 @@ BROKEN = (
 )
 
 
+def recording_client() -> LanguageClient:
+    """pytest-lsp's client, with every publishDiagnostics queued per document: none is missed
+    when two arrive together (the importer's right after the imported file's)."""
+    from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, default_converter, register_lsp_features
+
+    client = LanguageClient(converter_factory=default_converter)
+    client.published = collections.defaultdict(asyncio.Queue)
+
+    def publish(client: LanguageClient, params: types.PublishDiagnosticsParams):
+        client.diagnostics[params.uri] = params.diagnostics
+        client.published[params.uri].put_nowait(params)
+
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
+    return client
+
+
 @pytest_lsp.fixture(
     scope="module",
     loop_scope="module",
-    config=ClientServerConfig(server_command=[sys.executable, "-m", "bamasc", "lsp", "--stdio"], server_env=ENV),
+    config=ClientServerConfig(
+        server_command=[sys.executable, "-m", "bamasc", "lsp", "--stdio"], server_env=ENV, client_factory=recording_client
+    ),
 )
 async def client(lsp_client: LanguageClient):
     lsp_client.lens_refreshes = asyncio.Queue()
@@ -68,17 +87,16 @@ def position_of(text: str, needle: str, delta: int = 0) -> types.Position:
 async def published(client: LanguageClient, uri: str, version: int | None = None) -> list[types.Diagnostic]:
     """The next diagnostics published for `uri` (of `version`, when given)."""
     while True:
-        params = await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 60)
-        if params.uri == uri and (version is None or params.version == version):
+        params = await asyncio.wait_for(client.published[uri].get(), 60)
+        if version is None or params.version == version:
             return list(params.diagnostics)
 
 
 async def open_file(client: LanguageClient, path: str, text: str | None = None) -> list[types.Diagnostic]:
     text = open(path, encoding="utf-8").read() if text is None else text
     uri = uri_of(path)
-    waiting = asyncio.ensure_future(published(client, uri))
     client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "bam", 1, text)))
-    return await waiting
+    return await published(client, uri)
 
 
 def change(client: LanguageClient, path: str, version: int, text: str) -> None:
@@ -230,13 +248,12 @@ async def test_rename_across_files_and_refusals(client: LanguageClient, tmp_path
             types.RenameParams(text_document=document, position=position_of(main_text, "role Executor", 5), new_name="Solver")
         )
     # An unsaved edit of the imported file is what the importer is checked against.
-    waiting = asyncio.ensure_future(published(client, document.uri))
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
             types.TextDocumentItem(uri_of(str(shared)), "bam", 1, shared.read_text().replace("tier = 1", "tier = 0"))
         )
     )
-    shown = await waiting
+    shown = await published(client, document.uri)
     assert [d.code for d in shown] == ["BAM204"]
     assert shown[0].range.start == types.Position(0, 7)  # on the import of shared.bam
     assert shown[0].message.startswith("in shared.bam:1:")
@@ -254,3 +271,23 @@ async def test_shutdown_and_exit():
     assert result.capabilities.rename_provider and result.capabilities.hover_provider
     await own.shutdown_session()
     assert own._server.returncode == 0
+
+
+async def test_formatting_edits(client: LanguageClient, tmp_path):
+    from bamasc.fmt import format_source
+
+    path = str(tmp_path / "messy.bam")
+    messy = 'model   m {provider=openai\n name = "é😀" price { input = 1 output = 1 } tier = 1 }\n'
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(messy)
+    await open_file(client, path)
+    document = types.TextDocumentIdentifier(uri_of(path))
+    options = types.FormattingOptions(tab_size=2, insert_spaces=True)
+    (edit,) = await client.text_document_formatting_async(types.DocumentFormattingParams(document, options))
+    assert edit.range == types.Range(types.Position(0, 0), types.Position(2, 0))  # the whole document
+    assert edit.new_text == format_source(messy, path) and edit.new_text != messy
+    change(client, path, 2, edit.new_text)
+    assert not await client.text_document_formatting_async(types.DocumentFormattingParams(document, options))
+    change(client, path, 3, "model m {")
+    with pytest.raises(JsonRpcException, match="cannot format"):
+        await client.text_document_formatting_async(types.DocumentFormattingParams(document, options))

@@ -183,14 +183,13 @@ def _editing(server: BamServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_FORMATTING)
     def formatting(ls: BamServer, params: types.DocumentFormattingParams):
         document = ls.workspace.get_text_document(params.text_document.uri)
-        try:
-            from bamasc.fmt import format_source
-        except ImportError:
-            refuse("this bamasc has no formatter")
+        from bamasc.fmt import FormatError, format_source
+
         path = os.path.abspath(uris.to_fs_path(params.text_document.uri) or params.text_document.uri)
         try:
             formatted = format_source(document.source, path)
-        except Exception as problem:  # noqa: BLE001 - the formatter's parse error: say it, do not crash
+        except FormatError as problem:
+            # The same error the diagnostics show; the text is left as it is.
             refuse(f"cannot format: {problem}")
         if formatted == document.source:
             return []
