@@ -260,15 +260,18 @@ async def test_rename_across_files_and_refusals(client: LanguageClient, tmp_path
     assert uris.to_fs_path(shown[0].related_information[0].location.uri) == str(shared)
 
 
-async def test_shutdown_and_exit():
-    """A server of its own, so the exit code of a clean shutdown is seen."""
-    from pytest_lsp import make_test_lsp_client
-
-    own = make_test_lsp_client()
+async def test_utf8_client_positions_and_clean_shutdown(tmp_path):
+    """A server of its own for a client that prefers UTF-8 (Neovim), and the exit code of a clean shutdown."""
+    own = recording_client()
     await own.start_io(sys.executable, "-m", "bamasc", "lsp", env=ENV)
     result = await own.initialize_session(types.InitializeParams(capabilities=client_capabilities("neovim")))
     assert result.server_info.name == "bamasc"
+    assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
     assert result.capabilities.rename_provider and result.capabilities.hover_provider
+    path = str(tmp_path / "broken.bam")
+    (bad,) = [d for d in await open_file(own, path, BROKEN) if d.code == "BAM110"]
+    line = BROKEN.split("\n")[0]
+    assert bad.range.start == types.Position(0, len(line[: line.index("answr")].encode("utf-8")))
     await own.shutdown_session()
     assert own._server.returncode == 0
 
