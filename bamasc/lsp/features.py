@@ -7,6 +7,7 @@ import os
 from lsprotocol import types
 from pygls import uris
 
+from bamasc.fmt import FormatError, format_source
 from bamasc.lsp.complete import completions
 from bamasc.lsp.hover import hover_text
 from bamasc.lsp.lenses import lenses
@@ -33,7 +34,8 @@ COMPLETION_KINDS = {
     "slot": types.CompletionItemKind.Field,
     "flow": types.CompletionItemKind.Variable,
 }
-TRIGGERS = ["{", "[", "(", "=", ":", ",", " "]
+# Where a list of choices is useful at once; other completions come when the editor asks.
+TRIGGERS = ["{", "[", "(", "=", ":", ","]
 
 
 def register(server: BamServer) -> None:
@@ -42,10 +44,10 @@ def register(server: BamServer) -> None:
 
 
 def _occurrence(ls: BamServer, uri: str, position: types.Position):
-    document, analysis = ls.for_names(uri)
+    _, analysis = ls.for_names(uri)
     if analysis is None:
         return None, None
-    name, line, col = ls.point(document, analysis, position)
+    name, line, col = ls.point(analysis, position)
     return analysis, analysis.index.at(name, line, col)
 
 
@@ -183,8 +185,6 @@ def _editing(server: BamServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_FORMATTING)
     def formatting(ls: BamServer, params: types.DocumentFormattingParams):
         document = ls.workspace.get_text_document(params.text_document.uri)
-        from bamasc.fmt import FormatError, format_source
-
         path = os.path.abspath(uris.to_fs_path(params.text_document.uri) or params.text_document.uri)
         try:
             formatted = format_source(document.source, path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import NoReturn
 
 from lsprotocol import types
 from pygls import uris
@@ -55,7 +56,7 @@ class BamServer(LanguageServer):
     def location(self, analysis: Analysis, span) -> types.Location:
         return types.Location(uris.from_fs_path(os.path.abspath(span.file)), self.range(analysis, span))
 
-    def point(self, document: Document, analysis: Analysis, position: types.Position) -> tuple[str, int, int]:
+    def point(self, analysis: Analysis, position: types.Position) -> tuple[str, int, int]:
         """(the loader's name of the document, 1-based line, code point column) of a client position."""
         lines = analysis.lines(analysis.path, self.units())
         line, col = lines.point(position.line, position.character)
@@ -150,5 +151,6 @@ class BamServer(LanguageServer):
         loop.call_soon_threadsafe(lambda: self.workspace_code_lens_refresh(None))
 
 
-def refuse(message: str):
+def refuse(message: str) -> NoReturn:
+    """Fail the request with `message`, which the editor shows."""
     raise JsonRpcException(message, code=REQUEST_FAILED)
