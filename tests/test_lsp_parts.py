@@ -188,3 +188,24 @@ def test_lsp_without_the_extra_says_how_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pygls", None)  # import pygls now raises ImportError
     assert main(["lsp"]) == 1
     assert "pip install 'bamasc[lsp]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "math", "mbpp", "quickstart"])
+def test_every_declared_name_of_the_examples_hovers_and_completion_never_fails(name):
+    from bamasc.lsp.bounds import COMPUTING
+    from bamasc.lsp.hover import hover_text
+
+    path = os.path.join(ROOT, "examples", f"{name}.bam")
+    analysis = Analysis(path, {})
+    assert not analysis.errors
+    uses = [o for found in analysis.index.by_file.values() for o in found]
+    assert uses
+    for use in uses:
+        text = hover_text(analysis, use, (COMPUTING, None))
+        declared = analysis.index.declarations(use.key)
+        assert (text is not None) == (bool(declared) or use.name == "task"), use
+    source = analysis.text(path)
+    cut = source[: len(source) // 2]  # mid-file: unclosed blocks, maybe inside a string
+    for offset in range(0, len(source), 5):
+        completions(source, offset, analysis)
+        completions(cut, min(offset, len(cut)), analysis)
