@@ -6,7 +6,8 @@ import os
 
 from bamasc.ir.budget import check_loaded
 from bamasc.diagnostics import Diagnostic, Sources
-from bamasc.loader import load
+from bamasc.loader import Loaded, load
+from bamasc.program import Program
 from bamasc.records import replace
 
 
@@ -24,19 +25,27 @@ def lint_paths(paths: list[str]) -> LintResult:
     result = LintResult(list(paths))
     seen: set[tuple] = set()
     for path in paths:
-        loaded = load(path)
-        diagnostics = [_with_directory_hint(d, path) for d in loaded.diagnostics]
-        if loaded.modules:
-            _, found = check_loaded(loaded)
-            diagnostics.extend(found)
+        loaded, _, diagnostics = lint_file(path)
         for source in loaded.sources.values():
             result.sources.add(source)
-        for diagnostic in sorted(diagnostics, key=lambda d: d.sort_key()):
+        for diagnostic in diagnostics:
             key = (diagnostic.code, diagnostic.span, diagnostic.message)
             if key not in seen:
                 seen.add(key)
                 result.diagnostics.append(diagnostic)
     return result
+
+
+def lint_file(path: str, overlay: dict[str, str] | None = None) -> tuple[Loaded, Program | None, list[Diagnostic]]:
+    """One program's lint: what was loaded, the typed program (None when nothing parsed;
+    it may hold errors) and its diagnostics, sorted. `overlay` as for `load`."""
+    loaded = load(path, overlay=overlay)
+    diagnostics = [_with_directory_hint(d, path) for d in loaded.diagnostics]
+    program = None
+    if loaded.modules:
+        program, found = check_loaded(loaded)
+        diagnostics.extend(found)
+    return loaded, program, sorted(diagnostics, key=lambda d: d.sort_key())
 
 
 def _with_directory_hint(diagnostic: Diagnostic, path: str) -> Diagnostic:

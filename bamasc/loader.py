@@ -27,11 +27,16 @@ class Loaded:
         # second copy of a large file is held while it is parsed.
         self.texts: dict[str, str] = {}
         self.keys: set[str] = set()  # real paths of `sources`
+        # Real path -> text read in place of the file on disk (an editor's unsaved buffers).
+        self.overlay: dict[str, str] = {}
 
 
-def load(path: str, loaded: Loaded | None = None) -> Loaded:
-    """Load `path` and its imports; problems become diagnostics, never exceptions."""
+def load(path: str, loaded: Loaded | None = None, overlay: dict[str, str] | None = None) -> Loaded:
+    """Load `path` and its imports; problems become diagnostics, never exceptions.
+    `overlay` maps real paths to text that is read instead of those files."""
     loaded = loaded or Loaded()
+    if overlay:
+        loaded.overlay = overlay
     loaded.roots.append(path)
     _load_file(path, None, loaded, [])
     return loaded
@@ -75,7 +80,9 @@ def _load_file(path: str, via: ast.Import | None, loaded: Loaded, chain: list[tu
         return
     if key in loaded.keys:
         return
-    data = _read(path, via, loaded)
+    text = loaded.overlay.get(key)
+    # Encoded, so overlay text is decoded as a file's bytes are (a lone surrogate fails as bad UTF-8).
+    data = _read(path, via, loaded) if text is None else text.encode("utf-8", "surrogatepass")
     if data is None:
         return
     text, bad_offset = decode_source(path, data)

@@ -23,12 +23,12 @@ RANK = {
     "program": 4, "loader": 4, "catalog": 4,
     "check": 5,
     "ir": 6,
-    "lint": 7, "optimize": 7,
+    "lint": 7, "fmt": 7, "optimize": 7,
     "plan": 8,
     "runtime": 9,
     "policy": 10,
     "evaluate": 11,
-    "cli": 12,
+    "lsp": 12, "cli": 12,
     "__main__": 13,
 }
 GENERATED = {"bamasc.syntax._tables"}

@@ -225,6 +225,8 @@ HEAVY_MODULES = (
     "pulp", "matplotlib",
     # The OpenTelemetry SDK and exporter (the otel extra) belong to `trace export` and `exec --otlp`.
     "opentelemetry",
+    # The language server's protocol libraries (the lsp extra) belong to `bamasc lsp`.
+    "pygls", "lsprotocol", "cattrs",
 )
 
 
