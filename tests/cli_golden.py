@@ -284,7 +284,7 @@ def _evaluate_group() -> Group:
 def _help_group() -> Group:
     group = Group("help", {})
     group.add("help", "--help", argparse=True)
-    for command in ("lint", "compile", "explain", "graph", "exec", "bench", "score", "collect", "train", "prices", "lsp"):
+    for command in ("lint", "fmt", "compile", "explain", "graph", "exec", "trace", "bench", "score", "collect", "train", "prices", "lsp"):
         group.add(f"help-{command}", command, "--help", argparse=True)
     return group
 

@@ -43,7 +43,7 @@ def hook_entry() -> list[str]:
     must run the same command.
     """
     with open(os.path.join(ROOT, ".pre-commit-hooks.yaml"), encoding="utf-8") as handle:
-        entries = {line.split(":", 1)[1].strip() for line in handle if line.strip().startswith("entry:")}
+        entries = {line.split(":", 1)[1].strip() for line in handle if line.strip().startswith("entry: bamasc lint")}
     (entry,) = entries
     words = shlex.split(entry)
     assert words[:2] == ["bamasc", "lint"]
@@ -53,7 +53,7 @@ def hook_entry() -> list[str]:
 def test_both_hooks_are_declared():
     with open(os.path.join(ROOT, ".pre-commit-hooks.yaml"), encoding="utf-8") as handle:
         ids = [line.split(":", 1)[1].strip() for line in handle if line.startswith("- id:")]
-    assert ids == ["bamasc-lint", "bamasc-lint-system"]
+    assert ids == ["bamasc-lint", "bamasc-lint-system", "bamasc-fmt", "bamasc-fmt-system"]
 
 
 def git(repo, *args: str) -> str:
