@@ -86,7 +86,9 @@ try:
 except ImportError:  # the layout before the compile driver moved into plan/
     from bamasc.compiler import compile_file
 path = sys.argv[1]
-compile_file(path)
+found = compile_file(path)
+if found.plan is None:
+    sys.exit(f"{path} does not compile in this tree")
 times = []
 for _ in range(20):
     start = time.perf_counter()
@@ -97,7 +99,6 @@ print(statistics.median(times) * 1000)
 
 
 def compare(args) -> None:
-    path = os.path.join(ROOT, "examples", "gsm8k.bam")
     trees = {"this tree": ROOT, "baseline": os.path.abspath(args.baseline)}
     warm = {name: [] for name in trees}
     for _ in range(args.runs):
@@ -105,6 +106,8 @@ def compare(args) -> None:
             # cwd=tree: `-c` puts the working directory first on sys.path, ahead of PYTHONPATH
             # and of an editable install, so this is the tree that gets imported (checked below).
             env = {**ENV, "PYTHONPATH": tree}
+            # Each tree compiles its own copy of the example: the language may have changed between them.
+            path = os.path.join(tree, "examples", "gsm8k.bam")
             done = subprocess.run([sys.executable, "-c", WARM, path], cwd=tree, env=env, capture_output=True, text=True, check=True)
             imported, median = done.stdout.split()
             if not imported.startswith(os.path.join(tree, "")):

@@ -91,11 +91,15 @@ def main() -> None:
 
 
 def compare(args, files: list[str], bare: list[str]) -> None:
-    """This tree and the baseline tree, both as `python -m bamasc lint`, alternating with `python -c pass`."""
-    lint = [sys.executable, "-m", "bamasc", "lint", *(os.path.join(ROOT, f) for f in files)]
+    """This tree and the baseline tree, both as `python -m bamasc lint`, alternating with `python -c pass`.
+
+    Each tree lints its own copy of the files (the language may have changed between them).
+    """
     trees = {"this tree": ROOT, "baseline": os.path.abspath(args.baseline)}
+    lints = {name: [sys.executable, "-m", "bamasc", "lint", *(os.path.join(tree, f) for f in files)] for name, tree in trees.items()}
     envs = {name: from_tree(tree) for name, tree in trees.items()}
     for name, env in envs.items():
+        lint = lints[name]
         check = subprocess.run(lint, cwd=trees[name], capture_output=True, text=True, env=env)
         if check.returncode != 0:
             sys.exit(f"lint from {name} failed:\n{check.stdout}{check.stderr}")
@@ -104,7 +108,7 @@ def compare(args, files: list[str], bare: list[str]) -> None:
     for _ in range(args.runs):
         times["python -c pass"].append(wall_time(bare))
         for name, env in envs.items():
-            times[name].append(wall_time(lint, env, trees[name]))
+            times[name].append(wall_time(lints[name], env, trees[name]))
     bare_ms = statistics.median(times["python -c pass"]) * 1000
     print(f"files linted: {len(files)}; runs: {args.runs} each, alternating; baseline tree: {args.baseline}")
     print("| command | median wall ms | min ms | max ms | ratio to python -c pass |")
