@@ -28,7 +28,7 @@ PACKAGE = "genai-prices"
 SNAPSHOT_DATES = {"0.2.3": datetime.date(2026, 11, 10)}
 # Lint warns (BAM410) when the snapshot a file's catalog() prices come from is older than this.
 MAX_SNAPSHOT_AGE_DAYS = 120
-INDEX_FORMAT = 1  # the layout of the cached index: a change rebuilds every cached one
+INDEX_FORMAT = 2  # the layout of the cached index: a change rebuilds every cached one
 _LOADED: dict = {}  # the index this process read, by its key
 
 _RATES = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok", "cache_write": "cache_write_mtok"}
@@ -269,13 +269,18 @@ def declared_entry(provider: str, model_id: str, base_url: str | None) -> tuple[
 
 def _index() -> dict | None:
     """{snapshot: [date, estimated], providers: [[id, api_pattern, {model: row}]]} (rows: `_row`),
-    cached per installed data, bamasc release and day."""
+    cached per installed data, bamasc release and day.
+
+    The cache holds one small file naming the providers and one file of rows per
+    provider, read only when an entry of that provider is asked for: a lint of
+    OpenAI and DeepSeek models reads 10 KB, not the 200 KB of every provider.
+    """
     stamp = _data_stamp()
     if stamp is None:
         return None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.environ.get("BAMASC_CACHE") or os.path.join(base, "bamasc")
-    path = os.path.join(folder, "catalog-index.json")
+    folder = os.path.join(os.environ.get("BAMASC_CACHE") or os.path.join(base, "bamasc"), "catalog-index")
+    path = os.path.join(folder, "providers.json")
     from bamasc import __version__
 
     key = f"{INDEX_FORMAT}:{__version__}:{stamp}:{today().isoformat()}"
@@ -285,24 +290,66 @@ def _index() -> dict | None:
         with open(path, encoding="utf-8") as handle:
             cached = json.load(handle)
         if isinstance(cached, dict) and cached.get("key") == key:
+            cached["providers"] = [[id_, pattern, _Rows(folder, id_, key)] for id_, pattern in cached["providers"]]
             _LOADED.clear()
             _LOADED.update(cached)
-            return cached
-    except (OSError, ValueError):
+            return _LOADED
+    except (OSError, ValueError, TypeError):
         pass
     date, estimated = _snapshot_date()
-    built = {"key": key, "snapshot": [date.isoformat(), estimated], "providers": _build_index()}
+    providers = _build_index()
+    built = {"key": key, "snapshot": [date.isoformat(), estimated], "providers": providers}
     try:
         os.makedirs(folder, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(built, handle)
-        os.replace(temporary, path)
+        # The rows first, the list of providers last: a list with this key means its rows are there.
+        for id_, _, models in providers:
+            _write_json(os.path.join(folder, f"{id_}.json"), {"key": key, "models": models})
+        _write_json(path, {**built, "providers": [[id_, pattern] for id_, pattern, _ in providers]})
     except OSError:
         pass  # a read-only cache: the index is built again next time
     _LOADED.clear()
     _LOADED.update(built)
     return built
+
+
+def _write_json(path: str, value) -> None:
+    temporary = f"{path}.{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(value, handle)
+    os.replace(temporary, path)
+
+
+class _Rows:
+    """One provider's {model: row}, read from the cache on first use (rebuilt from the package
+    if that file is missing or belongs to another index)."""
+
+    def __init__(self, folder: str, provider: str, key: str):
+        self.path = os.path.join(folder, f"{provider}.json")
+        self.provider = provider
+        self.key = key
+        self.rows: dict | None = None
+
+    def _load(self) -> dict:
+        if self.rows is None:
+            try:
+                with open(self.path, encoding="utf-8") as handle:
+                    cached = json.load(handle)
+                if isinstance(cached, dict) and cached.get("key") == self.key:
+                    self.rows = cached["models"]
+            except (OSError, ValueError, KeyError):
+                pass
+            if self.rows is None:
+                self.rows = next(models for id_, _, models in _build_index() if id_ == self.provider)
+        return self.rows
+
+    def get(self, model: str, default=None):
+        return self._load().get(model, default)
+
+    def __contains__(self, model: str) -> bool:
+        return model in self._load()
+
+    def __getitem__(self, model: str):
+        return self._load()[model]
 
 
 def _data_stamp() -> str | None:
