@@ -8,6 +8,7 @@ import os
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
 from bamasc.ir.graph import calls_of, critical_path
+from bamasc.ir.latency import worst_case_latency
 from bamasc.plan.build import DEADLINE_ROW, source_label
 from bamasc.plan.render import pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
@@ -25,6 +26,7 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
     pool = [program.models[name] for name in program.systems[system.name].models]
     chosen = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
     rows = [linear_row(r) for r in topology.requires]
+    deadline = program.systems[system.name].deadline
     findings = []
     for seat in template.binding:
         role = topology.slot(seat.slot).role
@@ -36,6 +38,7 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
             trial[(seat.slot, seat.instance)] = model
             bound = sum(b.cost for b in call_bounds(calls, trial, program.roles, system.task_tokens))
             broken = [i for i, row in enumerate(rows) if not _holds(row, trial)]
+            seconds = worst_case_latency(calls, trial, program.roles).seconds if deadline is not None else None
             findings.append(
                 {
                     "seat": f"{seat.slot}[{seat.instance}]",
@@ -47,6 +50,8 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
                     "over_budget": bound > system.budget * (1 + 1e-9),
                     "broken_rows": broken,
                     "tier": model.tier,
+                    "latency_s": seconds,
+                    "over_deadline": seconds is not None and seconds > deadline * (1 + 1e-9),
                 }
             )
     return findings
@@ -65,8 +70,11 @@ def _reason(finding: dict) -> str:
         rows = ", ".join(f"require #{i + 1}" for i in finding["broken_rows"])
         return f"{finding['alternative']}: {change}; breaks {rows}"
     if finding["stronger"]:
+        late = f"{finding['latency_s']:.3f} s, over the deadline" if finding.get("over_deadline") else None
         if finding["over_budget"]:
-            return f"stronger {finding['alternative']}: {change}, over the budget"
+            return f"stronger {finding['alternative']}: {change}, over the budget" + (f" and {late}" if late else "")
+        if late:
+            return f"stronger {finding['alternative']}: {change}, fits the budget but takes {late}"
         return f"stronger {finding['alternative']}: {change}, fits alone, but the instance order or another seat's model would have to give way"
     return f"weaker {finding['alternative']} (tier {finding['tier']}): {change}; the objective prefers stronger seats"
 
