@@ -225,7 +225,7 @@ def test_the_budget_cliff_is_gone(tmp_path):
     """Ten tier-1 models and one tier-2 model with a 1-token cap: every budget from 6,000 to 20,000
     binds, and the bindings only get stronger (this once failed from 14,000 on after 200 cuts)."""
     strong = "\n".join(
-        f'model s{i} {{\n  provider = fake\n  name = "s{i}"\n  price {{ input = {0.5 + 0.1 * i:.1f}  output = {2.0 + 0.3 * i:.1f} }}\n  tier = 1\n}}'
+        f'model s{i} {{\n  provider = fake\n  name = "s{i}"\n  price {{ input = {8 + 0.5 * i:.1f}  output = {2.0 + 0.3 * i:.1f} }}\n  tier = 1\n}}'
         for i in range(10)
     )
     program = load(tmp_path, CLIFF % {"strong": strong, "names": ", ".join(f"s{i}" for i in range(10))})

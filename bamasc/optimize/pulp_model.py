@@ -1,11 +1,13 @@
 """The seat ILP built with PuLP and solved by CBC, the BAMAS paper's solver.
 
-Only the solver benchmark uses this: it is the baseline the HiGHS adapter is
-measured against. It takes its rows and objectives from `formulation.formulate`
-and `formulation.ordered_objectives`, so CBC solves exactly the ILPs HiGHS
-solves: the paper's single weighted tier objective, or the lexicographic
-sequence (one ILP per objective, each optimum fixed by a row before the next)
-that bamasc runs by default.
+Only the benchmarks use this: it is the baseline the HiGHS adapter is
+measured against. `solve_with_cbc` takes its rows and objectives from
+`formulation.formulate` and `formulation.ordered_objectives`, so CBC solves
+exactly the ILPs HiGHS solves: the paper's single weighted tier objective, or
+the lexicographic sequence (one ILP per objective, each optimum fixed by a row
+before the next) that bamasc runs by default. `optimise_columns_with_cbc` does
+the same for any `SeatIlp`, the template MILP's extra columns included: it
+stands in for `highs.optimise_columns`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 import warnings
 from typing import Literal
 
-from bamasc.optimize.formulation import formulate, ordered_objectives
+from bamasc.optimize.formulation import Objective, SeatIlp, formulate, ordered_objectives
 from bamasc.optimize.problem import Binding, SeatProblem, evaluate
 
 
@@ -35,11 +37,39 @@ def solve_with_cbc(
     TimeoutError when CBC stops at time_limit (seconds, for the whole solve)
     without proving its binding optimal.
     """
+    ilp = formulate(problem, drop_dominated=drop_dominated)
+    values = optimise_columns_with_cbc(ilp, ordered_objectives(problem, ilp, method, tie_break), time_limit)
+    if values is None:
+        return None
+    return evaluate(problem, [seat for seat, x in zip(ilp.seats, values, strict=True) if x > 0.5])
+
+
+def optimise_columns_with_cbc(
+    ilp: SeatIlp, objectives: list[Objective], time_limit: float | None = None
+) -> list[float] | None:
+    """What `highs.optimise_columns` returns, solved by CBC: every column's value, or None if infeasible.
+
+    Seat columns are binary, `ilp.extra` columns keep their bounds and
+    integrality; the objectives are minimised in order, each optimum held by a
+    row (with its tolerance) while the next is solved, as HiGHS's sequential
+    solve does. Raises TimeoutError when CBC stops at time_limit (seconds, for
+    all the objectives together) without proving its answer optimal.
+    """
     import pulp
 
-    ilp = formulate(problem, drop_dominated=drop_dominated)
+    if not ilp.width:
+        return [] if all(r.lower <= 0.0 <= r.upper for r in ilp.rows) else None
     model = pulp.LpProblem("seats", pulp.LpMinimize)
     x = [model.add_variable(f"x_{s}_{k}_{m}", 0, 1, cat=pulp.LpBinary) for s, k, m in ilp.seats]
+    for j, column in enumerate(ilp.extra):
+        x.append(
+            model.add_variable(
+                f"c{j}",
+                column.lower if column.lower > -math.inf else None,
+                column.upper if column.upper < math.inf else None,
+                cat=pulp.LpInteger if column.integer else pulp.LpContinuous,
+            )
+        )
 
     def expression(columns, values):
         return pulp.LpAffineExpression([(x[j], v) for j, v in zip(columns, values, strict=True) if v])
@@ -54,8 +84,7 @@ def solve_with_cbc(
             if row.upper < math.inf:
                 model += (lhs <= row.upper, f"r{number}_up")
     deadline = None if time_limit is None else time.monotonic() + time_limit
-    everything = range(len(ilp.seats))
-    objectives = ordered_objectives(problem, ilp, method, tie_break)
+    everything = range(ilp.width)
     for position, objective in enumerate(objectives):
         model.setObjective(expression(everything, objective.coefficients))
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -81,4 +110,4 @@ def solve_with_cbc(
             expression(everything, objective.coefficients) <= optimum + objective.tolerance,
             f"objective{position}",
         )
-    return evaluate(problem, [seat for seat, var in zip(ilp.seats, x, strict=True) if var.value() > 0.5])
+    return [var.value() or 0.0 for var in x]
