@@ -197,7 +197,7 @@ async def test_completion_in_three_contexts(client: LanguageClient):
         return [item.label for item in found.items]
 
     assert await labels(position_of(text, "[deepseek_v3, gpt41_nano]", 1)) == ["deepseek_v3", "gpt41_nano"]
-    attributes = await labels(position_of(text, "  tier       = 1"))
+    attributes = await labels(position_of(text, "  tier     = 1"))
     assert "provider" in attributes and "price" in attributes and "budget" not in attributes
     placeholders = await labels(position_of(text, "step by step: {{", len("step by step: {{")))
     assert placeholders[:6] == ["task", "previous", "solution", "feedback", "plan", "step"]
