@@ -97,14 +97,15 @@ class Flow:
         ]
         self._units: dict = {}
         self._statements: dict = {}
+        self._splits: dict = {}
 
     def unit(self, i: int, vector: tuple[int, ...]) -> Unit:
         key = (i, vector)
         if key not in self._units:
             counts = dict(self.widest)
             counts.update({self.names[s]: n for s, n in zip(self.slots[i], vector)})
-            calls, every = _units_by_statement(self.unroller, counts, only=i)
-            self._units[key] = _unit(vector, i, calls, every, self.index, self.program, self.system)
+            calls, every, where = _units_by_statement(self.unroller, counts, only=i, splits=self._splits)
+            self._units[key] = _unit(vector, i, calls, every, self.index, self.program, self.system, where)
         return self._units[key]
 
     def statement(self, i: int, ranges: tuple[range, ...]) -> Statement:
@@ -145,26 +146,39 @@ def _seats_called(calls, index) -> set[SeatKey]:
     return {(index[call.slot], call.instance) for call in calls}
 
 
-def _units_by_statement(unroller, counts, only: int | None = None):
-    """The calls of each statement (or of statement `only`), checking that values are read whole."""
-    calls = unroller(counts).calls
-    by_statement: dict[int, list[CallNode]] = {}
-    for call in calls:
-        by_statement.setdefault(statement_of(call.id), []).append(call)
-    _check_whole_reads(calls)
+def _units_by_statement(unroller, counts, only: int | None = None, splits: dict | None = None):
+    """The calls of each statement (or of statement `only`, with every call and each call's
+    statement), checking that values are read whole. `splits` remembers this per count vector."""
+    key = tuple(sorted(counts.items()))
+    split = splits.get(key) if splits is not None else None
+    if split is None:
+        calls = unroller(counts).calls
+        where = {call.id: statement_of(call.id) for call in calls}
+        by_statement: dict[int, list[CallNode]] = {}
+        for call in calls:
+            by_statement.setdefault(where[call.id], []).append(call)
+        _check_whole_reads(calls, where)
+        split = (calls, by_statement, where)
+        if splits is not None:
+            splits[key] = split
+    calls, by_statement, where = split
     if only is not None:
-        return (by_statement.get(only, []), calls)
+        return (by_statement.get(only, []), calls, where)
     return by_statement
 
 
-def _check_whole_reads(calls) -> None:
+def _check_whole_reads(calls, where: dict[str, int]) -> None:
     """Every later call that reads some of a statement's calls reads the same set of them."""
     read_sets: dict[int, set[frozenset[str]]] = {}
+    seen: set[tuple[int, tuple[str, ...]]] = set()
     for call in calls:
-        own = statement_of(call.id)
+        own = where[call.id]
+        if (own, call.inputs) in seen:
+            continue  # the instances of a `parallel` read the same inputs
+        seen.add((own, call.inputs))
         outside: dict[int, set[str]] = {}
         for source in call.inputs:
-            j = statement_of(source)
+            j = where[source]
             if j != own:
                 outside.setdefault(j, set()).add(source)
         for j, ids in outside.items():
@@ -174,7 +188,8 @@ def _check_whole_reads(calls) -> None:
             raise NotDecomposable(f"calls read different parts of statement {j + 1}'s value")
 
 
-def _unit(vector, i, calls, every, index, program, system) -> Unit:
+def _unit(vector, i, calls, every, index, program, system, where: dict[str, int] | None = None) -> Unit:
+    where = where if where is not None else {call.id: statement_of(call.id) for call in every}
     seat_of = {call.id: (index[call.slot], call.instance) for call in every}
     per_seat: dict[SeatKey, list] = {}
     for call in calls:
@@ -184,7 +199,7 @@ def _unit(vector, i, calls, every, index, program, system) -> Unit:
         entry[1] += _prompt_tokens(program.roles[call.role]) + (system.task_tokens if call.reads_task else 0)
         outside: set[int] = set()
         for source in call.inputs:
-            j = statement_of(source)
+            j = where[source]
             if i is None or j == i:
                 entry[2][seat_of[source]] += 1
             else:
@@ -194,7 +209,7 @@ def _unit(vector, i, calls, every, index, program, system) -> Unit:
     value: Counter = Counter()
     read = set()
     for call in every if i is not None else ():
-        if statement_of(call.id) > i:
+        if where[call.id] > i:
             read.update(source for source in call.inputs if source in ids)
     value.update(seat_of[source] for source in read)
     seats = tuple(
