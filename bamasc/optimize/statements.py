@@ -223,16 +223,19 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
     return Unit(vector, seats, tuple(sorted(value.items())), steps)
 
 
-_PROMPT_TOKENS: dict = {}
+_PROMPT_TOKENS: dict[tuple[str, str | None], int] = {}
 
 
 def _prompt_tokens(role) -> int:
-    """`template_tokens`, remembered per role (records are immutable, so the answer cannot change)."""
-    key = id(role)
-    cached = _PROMPT_TOKENS.get(key)
-    if cached is None or cached[0] is not role:
-        cached = _PROMPT_TOKENS[key] = (role, template_tokens(role))
-    return cached[1]
+    """`template_tokens`, remembered by the role's text (a long-running editor server makes new
+    Role records on every edit, so the cache is keyed by value and kept small)."""
+    key = (role.prompt, role.system)
+    found = _PROMPT_TOKENS.get(key)
+    if found is None:
+        if len(_PROMPT_TOKENS) > 1024:
+            _PROMPT_TOKENS.clear()
+        found = _PROMPT_TOKENS[key] = template_tokens(role)
+    return found
 
 
 def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> Unit:
