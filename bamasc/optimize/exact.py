@@ -18,6 +18,7 @@ from bamasc.optimize.formulation import (
     QUALITY_TOLERANCE,
     Objective,
     ordered_objectives,
+    quality_follows_tiers,
     scaled_objective,
     tier_weights,
 )
@@ -142,7 +143,7 @@ class TemplateSolver:
 
     def objectives(self, problem: SeatProblem, model) -> list[Objective]:
         """Tiers strongest first, then quality, then cost: one solve each, or one in all (`_combined`)."""
-        follows = _same_quality_per_tier(problem, model.ilp)
+        follows = quality_follows_tiers(problem, model.ilp)
         if self.method == "lexicographic" and follows and model.ilp.width <= COMBINE_UP_TO_COLUMNS:
             combined = _combined(problem, model)
             if combined is not None:
@@ -194,12 +195,3 @@ def _combined(problem: SeatProblem, model) -> Objective | None:
 
 def _tolerance(value: float) -> float:
     return 1e-6 * max(1.0, abs(value))
-
-
-def _same_quality_per_tier(problem: SeatProblem, ilp) -> bool:
-    """Quality is fixed by the tier counts (every seat of a tier has one quality): no solve needed for it."""
-    quality_of_tier: dict[int, float] = {}
-    for s, _, m in ilp.seats:
-        if quality_of_tier.setdefault(problem.tiers[m], problem.quality[s][m]) != problem.quality[s][m]:
-            return False
-    return True

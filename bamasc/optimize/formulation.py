@@ -278,7 +278,7 @@ def ordered_objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_brea
         return tiers
     # The paper's weights rank tiers only; quality and then cost break ties here.
     cost = cost_objective(problem, ilp)
-    if _quality_follows_tiers(problem, ilp):
+    if quality_follows_tiers(problem, ilp):
         return [*tiers, cost]
     quality = scaled_objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
     return [*tiers, quality, cost]
@@ -304,7 +304,7 @@ def _tiers_fix_the_seats(ilp: SeatIlp, problem: SeatProblem) -> bool:
     return len({problem.tiers[m] for m in models}) == len(models)
 
 
-def _quality_follows_tiers(problem: SeatProblem, ilp: SeatIlp) -> bool:
+def quality_follows_tiers(problem: SeatProblem, ilp: SeatIlp) -> bool:
     """Whether every seat of a tier has the same quality, in every slot.
 
     Then total quality is a sum over tier counts, fixed once the tier objectives

@@ -126,11 +126,6 @@ class Flow:
         return tuple(replace(st, read_later=st.index in later) for st in statements)
 
 
-def analyse(program: Program, system: System, topology: Topology, ranges: tuple[range, ...]) -> tuple[Statement, ...]:
-    """Every statement's units at the slot counts `ranges` allow (see `Flow`)."""
-    return Flow(program, system, topology).statements(ranges)
-
-
 def analyse_fixed(
     program: Program, system: System, topology: Topology, vector: tuple[int, ...], unroller=None
 ) -> tuple[Statement, ...]:
