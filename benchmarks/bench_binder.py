@@ -1,6 +1,7 @@
 """Binder wall time: one MILP per template, on HiGHS and on CBC, beside the per-vector binder it replaced.
 
     python benchmarks/bench_binder.py [--baseline DIR] [--limit 60] [--runs 5] [--quick]
+                                      [--shape N ...] [--no-cliff]
 
 Every cell is measured in a fresh process that imports one source tree (this
 one, or the `--baseline` tree, e.g. `git worktree add DIR 5a565ea`, the binder
@@ -316,6 +317,9 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=60.0, help="seconds before a run is stopped")
     parser.add_argument("--runs", type=int, default=5, help="most timed runs per cell")
     parser.add_argument("--quick", action="store_true", help="the first two shapes and three cliff budgets only")
+    parser.add_argument("--shape", type=int, action="append", metavar="N",
+                        help="only these generated shapes (0-based, in the order of SHAPES); repeatable")
+    parser.add_argument("--no-cliff", action="store_true", help="leave out the budget cliff table")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -345,6 +349,8 @@ def main() -> None:
     print(row(cells(["gsm8k.bam compile"], reference, cbc, old, reference, limit)), flush=True)
 
     shapes = SHAPES[:2] if args.quick else SHAPES
+    if args.shape:
+        shapes = tuple(SHAPES[n] for n in args.shape)
     with tempfile.TemporaryDirectory() as scratch:
         print()
         header = ("template", "vectors", "budget", "feasible", "worst case µ$", "tier seats", "solves", "HiGHS")
@@ -363,6 +369,8 @@ def main() -> None:
                     label = [name, f"{vectors:,}" if vectors < 1e6 else f"{vectors:.1e}", f"{kind} {budget:,.0f}"]
                     print(row(cells(label, new, cbc, old, reference, limit)), flush=True)
 
+        if args.no_cliff:
+            return
         path = os.path.join(scratch, "cliff.bam")
         with open(path, "w", encoding="utf-8") as file:
             file.write(cliff_source())

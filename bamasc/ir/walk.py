@@ -37,6 +37,16 @@ from bamasc.syntax import ast
 # What the unroller answers a decision with: every answer is possible.
 EVERY = None
 
+# Combinators whose calls at any count of their slot are the calls they make at
+# the largest count, less those of the instances that do not exist (and the
+# reads of those calls): the binder prices them from their largest unroll
+# alone instead of comparing every count's unroll with it. A combinator not
+# named here is compared (correct, only slower); naming one here that is not
+# padded cannot produce a wrong plan, because every chosen binding's bound is
+# recomputed from its own unroll (optimize/exact.py), but it would refuse plans
+# (BAM504). tests/optimize/test_padded.py checks each one named here.
+PADDED = frozenset({"Ref", "SlotCall", "Chain", "Parallel", "Vote"})
+
 
 @record
 class FlowValue:

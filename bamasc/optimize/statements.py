@@ -12,8 +12,10 @@ A statement is *padded* when its calls at any count are those it makes at the
 largest counts, minus the calls of instances that do not exist then, with reads
 of missing calls dropped (`chain`, `parallel` and plain calls are). The MILP
 then prices it from its largest unroll alone: a missing seat has no model, so
-its calls cost nothing. Other statements (`refine`, `plan`, whose instances
-rotate with the counts) keep one unroll per count vector.
+its calls cost nothing. The combinators `ir/walk.PADDED` names are taken as
+padded at once; any other statement's unrolls are compared to find out.
+Statements that are not padded (`refine`, `plan`, whose instances rotate with
+the counts) keep one unroll per count vector.
 
 `NotDecomposable` is raised when a call reads part of an earlier value: the
 summary would be wrong, and the caller binds by enumeration instead.
@@ -26,6 +28,7 @@ from collections import Counter
 
 from bamasc.ir.tokens import template_tokens
 from bamasc.ir.unroll import CallNode, unroll
+from bamasc.ir.walk import PADDED
 from bamasc.program import Program, System, Topology
 from bamasc.records import record, replace
 
@@ -85,7 +88,7 @@ class Flow:
     reused for every set of ranges the binder asks about.
     """
 
-    def __init__(self, program: Program, system: System, topology: Topology, unroller=None):
+    def __init__(self, program: Program, system: System, topology: Topology, unroller=None, trust_padded: bool = True):
         self.program, self.system, self.topology = program, system, topology
         self.unroller = unroller or (lambda counts: unroll(topology, counts))
         self.names = [slot.name for slot in topology.slots]
@@ -95,6 +98,8 @@ class Flow:
         self.slots = [
             tuple(sorted({s for s, _ in _seats_called(top.get(i, ()), self.index)})) for i in range(len(topology.flow))
         ]
+        # Statements of combinators known to be padded (ir/walk.PADDED) need no comparison.
+        self.known_padded = [trust_padded and type(st.expr).__name__ in PADDED for st in topology.flow]
         self._units: dict = {}
         self._statements: dict = {}
         self._splits: dict = {}
@@ -111,6 +116,9 @@ class Flow:
     def statement(self, i: int, ranges: tuple[range, ...]) -> Statement:
         slots = self.slots[i]
         key = (i, tuple((ranges[s].start, ranges[s].stop) for s in slots))
+        if key not in self._statements and self.known_padded[i]:
+            largest = self.unit(i, tuple(ranges[s][-1] for s in slots))
+            self._statements[key] = Statement(i, slots, True, (largest,), False)
         if key not in self._statements:
             built = {v: self.unit(i, v) for v in itertools.product(*(ranges[s] for s in slots))}
             largest = list(built)[-1]

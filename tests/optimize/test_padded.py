@@ -1,0 +1,91 @@
+"""The combinators ir/walk.PADDED names really are padded, and naming one wrongly cannot make a plan unsafe.
+
+The binder trusts PADDED to skip comparing a statement's unroll at every count
+with its largest one (`optimize/statements.Flow`). Here the comparison is run
+anyway, over random templates and slot ranges, and must agree.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bamasc.ir import walk
+from bamasc.ir.bounds import call_bounds
+from bamasc.ir.unroll import unroll
+from bamasc.optimize import bind, statements
+from bamasc.optimize.errors import SolverError
+from bamasc.optimize.statements import Flow
+from tests.test_template_milp import FLOWS, load, random_source
+
+FLOWS_WITH_REF = FLOWS + [("ref", ["executor:Executor"], "done = chain executor(task)\n    answer done")]
+
+
+def _ranges(rng: random.Random, topology):
+    ranges = []
+    for slot in topology.slots:
+        lo = rng.randint(slot.lo, slot.hi)
+        ranges.append(range(lo, rng.randint(lo, slot.hi) + 1))
+    return tuple(ranges)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_combinator_named_padded_is_padded(tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    monkeypatch.setattr("tests.test_template_milp.FLOWS", FLOWS_WITH_REF)
+    _, source = random_source(rng)
+    program = load(tmp_path, source)
+    system = program.systems["s"]
+    topology = program.topologies["t"]
+    trusted = Flow(program, system, topology)
+    compared = Flow(program, system, topology, trust_padded=False)
+    for _ in range(4):
+        ranges = _ranges(rng, topology)
+        for fast, slow, stmt in zip(trusted.statements(ranges), compared.statements(ranges), topology.flow):
+            if type(stmt.expr).__name__ in walk.PADDED:
+                assert slow.padded, f"{type(stmt.expr).__name__} is in PADDED but its unrolls differ"
+                assert fast == slow
+            else:
+                assert not fast.padded or fast == slow
+
+
+def test_all_padded_combinators_are_exercised(tmp_path):
+    seen = set()
+    for _, _, flow in FLOWS_WITH_REF:
+        for line in flow.splitlines():
+            word = line.split("=")[-1].split()[0] if "=" in line else line.split()[1]
+            seen.add(word)
+    # chain, parallel, vote(...), a plain slot call (formatter) and a reference (done)
+    assert {"chain", "parallel", "vote(drafts)", "formatter(task,", "done"} <= seen
+
+
+def test_a_combinator_wrongly_named_padded_never_yields_an_unsafe_plan(tmp_path, monkeypatch):
+    """`refine` rotates instances with the counts; claiming it is padded must end in a refusal
+    (BAM504's SolverError) or a binding whose recomputed bound is within the budget, never a
+    plan whose bound is understated."""
+    monkeypatch.setattr(statements, "PADDED", walk.PADDED | {"Refine", "Plan"})
+    rng = random.Random(7)
+    refusals = bindings = 0
+    for seed in range(30):
+        rng.seed(seed)
+        _, source = random_source(rng)
+        if "refine" not in source and "plan planner" not in source:
+            continue
+        program = load(tmp_path, source)
+        system = program.systems["s"]
+        try:
+            template = bind.bind_template(program, system, "t", system.budget)
+        except SolverError:
+            refusals += 1
+            continue
+        if not template.feasible:
+            continue
+        bindings += 1
+        model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.seats}
+        calls = unroll(program.topologies["t"], dict(template.counts)).calls
+        exact = sum(b.cost for b in call_bounds(calls, model_of, program.roles, system.task_tokens))
+        assert exact <= template.worst_case_cost + 1e-6
+        assert template.worst_case_cost <= system.budget + 1e-6
+    # The false claim does change answers (some compiles are refused), and no binding was unsafe.
+    assert refusals >= 1 and bindings >= 1
