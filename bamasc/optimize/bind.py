@@ -29,6 +29,7 @@ from bamasc.check.sizes import too_many_units
 from bamasc.ir.bounds import CallBound
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll
+from bamasc.optimize.dominance import undominated
 from bamasc.optimize.exact import Found, TemplateSolver, objective
 from bamasc.optimize.problem import RequireRow, SeatProblem
 from bamasc.optimize.statements import NotDecomposable
@@ -95,6 +96,8 @@ def bind_template(
     budget = system.budget if budget is None else budget
     pool = [program.models[name] for name in system.models]
     tiers = tuple(sorted({m.tier for m in pool}))
+    # Every tier keeps a model (only a model of the same tier dominates), so `tiers` is unchanged.
+    pool = undominated(pool, [program.roles[slot.role] for slot in topology.slots])
     too_large = too_many_units(topology)
     if too_large:
         raise BindingError(too_large[0])
