@@ -12,9 +12,9 @@ is still there after m is removed from the pool, and the template MILP has
 one column fewer per seat. Rates are compared worst against least so that
 tiered and cached prices need no case of their own.
 
-Only strict domination removes a model (d better in at least one respect), so
-two identical models both stay and the choice between them is the solver's, as
-before. In catalogues of tens of models most are dominated: the binder
+Only strict domination removes a model from the pool (d covers m and m does not
+cover d), so two identical models both stay. `template.offered_exactly` uses
+`covers` per slot, where the first of two identical models is offered. In catalogues of tens of models most are dominated: the binder
 benchmark's 50 random models shrink to 5.
 """
 
@@ -33,8 +33,13 @@ def undominated(pool: list[Model], roles: list[Role]) -> list[Model]:
     return [
         model
         for model, mine in zip(pool, profiles)
-        if not any(other is not mine and _dominates(other, mine) for other in profiles)
+        if not any(_covers(other, mine) and not _covers(mine, other) for other in profiles)
     ]
+
+
+def covers(d: Model, m: Model, roles: list[Role]) -> bool:
+    """Is `d` at least as good as `m` for these roles in everything the bound and the objective see?"""
+    return _covers(_profile(d, roles), _profile(m, roles))
 
 
 def _profile(model: Model, roles: list[Role]) -> tuple:
@@ -54,23 +59,14 @@ def _profile(model: Model, roles: list[Role]) -> tuple:
     )
 
 
-def _dominates(d: tuple, m: tuple) -> bool:
-    tier, quality, caps, rates, _, latency = d
+def _covers(d: tuple, m: tuple) -> bool:
+    tier, quality, caps, highest, _, latency = d
     m_tier, m_quality, m_caps, _, m_lowest, m_latency = m
-    if tier != m_tier or (latency is None) != (m_latency is None):
-        return False
-    at_least = (
-        all(a >= b for a, b in zip(quality, m_quality))
+    return (
+        tier == m_tier
+        and (latency is None) == (m_latency is None)
+        and all(a >= b for a, b in zip(quality, m_quality))
         and all(a <= b for a, b in zip(caps, m_caps))
-        and all(a <= b for a, b in zip(rates, m_lowest))
+        and all(a <= b for a, b in zip(highest, m_lowest))
         and (latency is None or all(a <= b for a, b in zip(latency, m_latency)))
     )
-    if not at_least:
-        return False
-    better = (
-        any(a > b for a, b in zip(quality, m_quality))
-        or any(a < b for a, b in zip(caps, m_caps))
-        or any(a < b for a, b in zip(rates, m_lowest))
-        or (latency is not None and any(a < b for a, b in zip(latency, m_latency)))
-    )
-    return better
