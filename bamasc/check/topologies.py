@@ -258,6 +258,8 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
         if isinstance(node, ast.Converse):
             for speaker in node.calls:
                 call(speaker)
+            if node.approver is not None:
+                slot_ref(node.approver.name, node.approver.span)
             _check_conversation(node, slot_by_name, diagnostics)
             return "list"
         raise AssertionError(node)
