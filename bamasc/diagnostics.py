@@ -65,6 +65,8 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM306": ("missing-answer", "A flow has no 'answer' statement, or more than one."),
     "BAM307": ("invalid-flow", "A flow statement misuses a combinator."),
     "BAM308": ("missing-flow", "A topology has no flow."),
+    "BAM311": ("missing-round-limit", "A conversation has no max_rounds, so its cost has no bound."),
+    "BAM312": ("unreachable-termination", "A conversation's until clause can never stop it, or never before its round limit."),
     "BAM401": ("no-models", "A system has no models."),
     "BAM402": ("no-topologies", "A system has no topologies."),
     "BAM403": ("invalid-budget", "A budget is zero or negative."),

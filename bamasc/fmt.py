@@ -341,6 +341,14 @@ def _flow(node) -> str:
         return f"vote({children[0].value})"
     if kind == "refine":
         return f"refine {_flow(children[0])} with {children[1].value} until approved"
+    if kind == "converse":
+        text = "converse " + ", ".join(_flow(c) for c in children if c.data == "slot_call")
+        for clause in (c for c in children if c.data != "slot_call"):
+            word = clause.children[0].value
+            text += {"until_approves": f" until {word} approves", "until_marker": f" until {word}"}.get(
+                clause.data, f" max_rounds {word}"
+            )
+        return text
     call, executor, *rest = children
     review = f" review {rest[0].value}" if len(rest) == 2 else ""
     return f"plan {_flow(call)} using {executor.value}{review} max_steps {rest[-1].value}"

@@ -103,6 +103,7 @@ EXAMPLE_TASKS = {
     "gsm8k": TASK,
     "math": "What is $2^{10}$? Give the answer in \\boxed{}.",
     "mbpp": "Write a function that returns the sum of a list of numbers.",
+    "review": "Write a function that returns the sum of a list of numbers.",
     "quickstart": TASK,
 }
 # Examples whose every template is explained and drawn, not only the selected one.

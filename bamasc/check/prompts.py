@@ -14,7 +14,7 @@ PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\??")
 
 # What the combinators hand to a call besides its named inputs (docs/language.md, "Prompts").
-BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "step")
+BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "step", "transcript")
 
 
 def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
@@ -42,19 +42,28 @@ def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
 def _check_calls(modules, shown: dict[str, dict[str, bool]]) -> list[Diagnostic]:
     """Each call must fill every required placeholder of its role; an argument no role shows is a warning."""
     diagnostics = []
-    for role_of, statement in _flow_statements(modules):
-        sites = call_sites(statement.expr)
-        reached = set()
+    for role_of, statement, optional in _flow_statements(modules, with_optional=True):
+        sites = call_sites(statement.expr, optional)
         for site in sites:
             role = role_of.get(site.slot)
-            if role not in shown:
-                continue  # an unknown slot or role is reported elsewhere
-            reached.update(shown[role])
-            diagnostics.extend(_unfilled(site, role, shown[role]))
-        call = sites[0].call if sites else None
-        # Only when every role the call reaches has a prompt to look in.
-        judged = all(role_of.get(site.slot) in shown for site in sites)
-        for arg in call.args if call and judged else ():
+            if role in shown:  # an unknown slot or role is reported elsewhere
+                diagnostics.extend(_unfilled(site, role, shown[role]))
+        # A conversation has a call per speaker; other combinators one, which reaches every site.
+        for call in dict.fromkeys(site.call for site in sites):
+            diagnostics.extend(_unshown(call, [site for site in sites if site.call is call], role_of, shown))
+    return diagnostics
+
+
+def _unshown(call: ast.SlotCall, sites, role_of, shown) -> list[Diagnostic]:
+    """BAM213 for each argument of `call` that no prompt of the sites it reaches shows."""
+    diagnostics = []
+    reached = set()
+    for site in sites:
+        reached.update(shown.get(role_of.get(site.slot), ()))
+    # Only when every role the call reaches has a prompt to look in.
+    judged = all(role_of.get(site.slot) in shown for site in sites)
+    if judged:
+        for arg in call.args:
             if arg.name not in reached:
                 diagnostics.append(
                     warning(
@@ -83,8 +92,14 @@ class CallSite:
     sometimes: frozenset[str]
 
 
-def call_sites(expr) -> list[CallSite]:
-    """The calls of one flow expression, with what the interpreter passes each (runtime/interpreter.py)."""
+def call_sites(expr, optional: frozenset[str] = frozenset()) -> list[CallSite]:
+    """The calls of one flow expression, with what the interpreter passes each (runtime/interpreter.py).
+
+    `optional` names the slots that may have no instance: a conversation's
+    turn has a transcript for certain only when a speaker before it always speaks.
+    """
+    if isinstance(expr, ast.Converse):
+        return _speakers(expr, optional)
     call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
     if call is None:
         return []
@@ -109,6 +124,18 @@ def call_sites(expr) -> list[CallSite]:
             sites.append(site(expr.critic.name, expr.critic.span, always=("solution",)))
         return sites
     return [site(call.slot, call.span)]
+
+
+def _speakers(expr: ast.Converse, optional: frozenset[str]) -> list[CallSite]:
+    sites = []
+    spoken = False  # some earlier speaker always has an instance, so a turn always came before
+    for call in expr.calls:
+        args = frozenset(arg.name for arg in call.args)
+        # Later rounds give every speaker a transcript; the first round may not.
+        always = args | {"transcript"} if spoken else args
+        sites.append(CallSite(call.slot, call, call.span, always, args | {"transcript"}))
+        spoken = spoken or call.slot not in optional
+    return sites
 
 
 def _unfilled(site: CallSite, role: str, names: dict[str, bool]) -> list[Diagnostic]:
@@ -145,15 +172,17 @@ def _flow_inputs(modules) -> dict[str, set[str]]:
     return by_role
 
 
-def _flow_statements(modules):
-    """(slot name -> role name, statement) for every flow statement of every topology."""
+def _flow_statements(modules, with_optional: bool = False):
+    """(slot name -> role name, statement) for every flow statement of every topology; with
+    `with_optional`, also the names of the slots whose range starts at 0."""
     for module in modules.values():
         for decl in module.declarations:
             if isinstance(decl, ast.TopologyDecl):
                 role_of = {slot.name: slot.role for slot in decl.slots}
+                optional = frozenset(slot.name for slot in decl.slots if slot.lo.value == 0)
                 for flow in decl.flows:
                     for statement in flow.statements:
-                        yield role_of, statement
+                        yield (role_of, statement, optional) if with_optional else (role_of, statement)
 
 
 def _check_string(role: str, string: ast.String, known: set[str]) -> list[Diagnostic]:

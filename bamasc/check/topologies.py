@@ -14,6 +14,9 @@ FLOW_INPUTS = ("task",)
 # Upper limits that keep every unrolled call graph small enough to bound and to bind.
 MAX_INSTANCES = 64
 MAX_STEPS = 64
+# A conversation's turn k reads turns 1..k-1, so its reads grow with the square of its turns.
+MAX_ROUNDS = 16
+MAX_TURNS = 256
 
 
 def read_topology(decl: ast.TopologyDecl, diagnostics: list[Diagnostic]) -> Topology:
@@ -252,6 +255,13 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
                     )
                 )
             return "list"
+        if isinstance(node, ast.Converse):
+            for speaker in node.calls:
+                call(speaker)
+            if node.approver is not None:
+                slot_ref(node.approver.name, node.approver.span)
+            _check_conversation(node, slot_by_name, diagnostics)
+            return "list"
         raise AssertionError(node)
 
     for statement in statements:
@@ -278,3 +288,83 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
                     slot.span,
                 )
             )
+
+
+def _check_conversation(node: ast.Converse, slot_by_name, diagnostics) -> None:
+    """Speakers once each, a round limit within the limits, and a termination that can end it early."""
+    speakers: dict[str, ast.SlotCall] = {}
+    for speaker in node.calls:
+        if speaker.slot in speakers:
+            diagnostics.append(
+                error(
+                    "BAM307",
+                    f"slot '{speaker.slot}' speaks twice in this conversation",
+                    speaker.span,
+                    Note("first named here", speakers[speaker.slot].span),
+                    hint="every instance of a speaker takes a turn each round; name each slot once",
+                )
+            )
+        speakers.setdefault(speaker.slot, speaker)
+    rounds = node.max_rounds
+    if rounds is None:
+        diagnostics.append(
+            error(
+                "BAM311",
+                "this conversation has no round limit, so its cost has no bound",
+                node.span,
+                hint="end it with `max_rounds N`, as in `converse a(task), b(task) until b approves max_rounds 3`",
+            )
+        )
+        return
+    if not rounds.is_integer or not 1 <= rounds.value <= MAX_ROUNDS:
+        diagnostics.append(
+            error("BAM207", f"max_rounds must be a whole number from 1 to {MAX_ROUNDS}, not {rounds.text}", rounds.span)
+        )
+        return
+    widest = [slot_by_name[name].hi for name in speakers if name in slot_by_name]
+    turns = int(rounds.value) * sum(widest)
+    if turns > MAX_TURNS:
+        diagnostics.append(
+            error(
+                "BAM207",
+                f"this conversation may take {turns} turns ({rounds.text} rounds of up to {sum(widest)}), "
+                f"beyond the limit of {MAX_TURNS}",
+                rounds.span,
+                hint="fewer rounds or fewer instances: every turn reads every turn before it",
+            )
+        )
+    if node.marker is not None and not node.marker.value:
+        diagnostics.append(
+            error("BAM307", "an empty marker is in every output: the conversation would stop after its first turn", node.marker.span)
+        )
+    _check_termination(node, list(speakers), slot_by_name, int(rounds.value), diagnostics)
+
+
+def _check_termination(node: ast.Converse, speakers: list[str], slot_by_name, rounds: int, diagnostics) -> None:
+    approver = node.approver
+    if approver is not None and approver.name in slot_by_name and approver.name not in speakers:
+        diagnostics.append(
+            error(
+                "BAM312",
+                f"'{approver.name}' never takes a turn in this conversation, so it can never approve",
+                approver.span,
+                hint=f"add `{approver.name}(...)` to the speakers, or stop on one of them: {', '.join(speakers)}",
+            )
+        )
+        return
+    if approver is None and node.marker is None:
+        return
+    # Checks come after the approver's turns, or after every turn for a marker.
+    checked = [name for name in speakers if name in slot_by_name and (node.marker is not None or name == approver.name)]
+    last = speakers[-1] if speakers else None
+    only_at_the_end = rounds == 1 and checked == [last] and last in slot_by_name and slot_by_name[last].hi <= 1
+    if only_at_the_end:
+        what = f"'{approver.name}' approves" if approver is not None else "the marker appears"
+        diagnostics.append(
+            warning(
+                "BAM312",
+                f"the conversation ends after its last turn anyway, so stopping when {what} never ends it early",
+                (approver or node.marker).span,
+                hint="allow more rounds with `max_rounds`, or drop the `until` clause",
+            )
+        )

@@ -67,7 +67,7 @@ def verified_cost(graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int
     prompt text, the task if it reads it, and the output cap of every
     predecessor in the graph. Returns the total; raises ValueError on a mismatch.
     """
-    from bamasc.ir.tokens import output_cap, template_tokens
+    from bamasc.ir.tokens import framing_tokens, output_cap, template_tokens
 
     total = 0.0
     for node in nx.topological_sort(graph):
@@ -76,6 +76,7 @@ def verified_cost(graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int
         model = models[data["model"]]
         tokens_out = output_cap(role, model)
         tokens_in = template_tokens(role) + (task_tokens if data["reads_task"] else 0)
+        tokens_in += framing_tokens(node, data["combinator"], graph.predecessors(node))
         tokens_in += sum(graph.nodes[p]["output_tokens"] for p in graph.predecessors(node))
         cost = sum(model.prices().worst_cost(tokens_in, tokens_out))
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:

@@ -18,7 +18,10 @@ Instance rules (docs/language.md, "Instance order"): instances are numbered
 strongest first; `chain` calls them weakest first; `parallel` calls all;
 `refine` drafts on executor 0 and in round k audits with critic k and revises
 with executor min(k + 1, count - 1); `plan` runs step i on executor i mod count,
-and each critic may reject once, forcing one re-plan on planner r mod count.
+and each critic may reject once, forcing one re-plan on planner r mod count;
+`converse` gives every instance of each speaker a turn per round, speakers in
+the order written and each slot's instances in order, every turn reading the
+transcript so far.
 Every call carries the condition under which it runs, or None if it always does.
 
 A new combinator is one method here, `_<node type>`, that yields its calls and
@@ -118,6 +121,7 @@ class Decision:
     - "approved": did the critic's verdict `of` approve? True / False.
     - "steps": how many step cards has the plan `of` (at most `limit`)?
     - "majority": which of the outputs `among` wins the vote? A call id.
+    - "mentions": does the output `of` contain the text `marker`? True / False.
 
     The answer `EVERY` stands for all answers at once (the unroller's).
     """
@@ -126,6 +130,7 @@ class Decision:
     of: str = ""
     limit: int = 0
     among: tuple[str, ...] = ()
+    marker: str = ""
 
 
 Walk = Generator["CallRequest | CallGroup | Decision", object, FlowValue]
@@ -289,3 +294,38 @@ class _Walker:
                     break
                 feedback = (("feedback", one(review.id)),)
         return FlowValue(nodes=steps, many=True)
+
+    def _converse(self, node: ast.Converse) -> Walk:
+        approver = node.approver.name if node.approver else None
+        marker = node.marker.value if node.marker else None
+        if approver:
+            stop = f"{approver} has not approved yet"
+        else:
+            stop = f"no turn has said {marker!r} yet" if marker is not None else None
+        rounds = int(node.max_rounds.value) if node.max_rounds else 0
+        turns: tuple[str, ...] = ()
+        checked = False  # some earlier turn, at the largest counts, may have ended the conversation
+        for round_ in range(rounds):
+            for call in node.calls:
+                base = self.args(call)
+                for instance in range(self.count(call.slot)):
+                    transcript = (("transcript", FlowValue(nodes=turns, many=True)),) if turns else ()
+                    made = self.call(call.slot, instance, f"turn{round_}", base + transcript, stop if checked else None, "converse")
+                    yield made
+                    turns += (made.id,)
+                    if approver == call.slot:
+                        ended = yield Decision("approved", of=made.id)
+                    elif marker is not None:
+                        ended = yield Decision("mentions", of=made.id, marker=marker)
+                    else:
+                        continue
+                    checked = True
+                    if ended:
+                        return FlowValue(nodes=turns, many=True)
+                # Whether a turn is conditional must not depend on the counts (a
+                # speaker at count 0 still comes before the next), so that at a
+                # smaller count the turns are the largest count's minus the
+                # missing instances, and the binder prices the conversation from
+                # its largest unroll (it is a padded statement).
+                checked = checked or approver == call.slot or marker is not None
+        return FlowValue(nodes=turns, many=True)

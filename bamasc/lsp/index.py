@@ -99,6 +99,12 @@ def _expression(expr, slot, value) -> list[Occurrence]:
         found.append(value(expr.drafts))
     elif isinstance(expr, ast.Refine):
         found.append(slot(expr.critic.name, expr.critic.span))
+    elif isinstance(expr, ast.Converse):
+        for speaker in expr.calls:
+            found.append(slot(speaker.slot, speaker.slot_span))
+            found.extend(value(arg) for arg in speaker.args)
+        if expr.approver is not None:
+            found.append(slot(expr.approver.name, expr.approver.span))
     elif isinstance(expr, ast.Plan):
         found.append(slot(expr.executor.name, expr.executor.span))
         if expr.critic is not None:

@@ -50,7 +50,11 @@ def compile_table(plan: Plan) -> str:
 
 
 def _label(node: str, data: dict) -> str:
-    return f"{data['role']}@{data['model']}\\n{node}\\n<= {data['cost']:.1f} µ$"
+    label = f"{data['role']}@{data['model']}\\n{node}\\n<= {data['cost']:.1f} µ$"
+    if data["combinator"] == "converse" and data["condition"]:
+        # Where a conversation may already have stopped: the turn runs only if it has not.
+        label += "\\nonly if " + data["condition"].replace('"', "'").replace("\\", "/")
+    return label
 
 
 def _edges(graph):

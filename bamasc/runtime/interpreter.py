@@ -171,8 +171,16 @@ class TaskRun:
         return DeadlineReached(node.id)
 
     def _final(self, value: FlowValue) -> Output | None:
-        # A list as the answer (the steps of a plan) answers with its last output.
-        return self.outputs[value.nodes[-1]] if value.nodes and not value.task else None
+        # A list as the answer (the steps of a plan, a conversation's transcript) answers with
+        # its last output that is not a verdict: a reviewer's approval ends a conversation, and
+        # what it approved is the answer.
+        if not value.nodes or value.task:
+            return None
+        if value.many:
+            for node in reversed(value.nodes):
+                if self.program.roles[self.nodes[node].role].reads != "verdict":
+                    return self.outputs[node]
+        return self.outputs[value.nodes[-1]]
 
     def _fallback(self) -> Output | None:
         return self.best if self.system.on_exhausted == "best_so_far" else None
@@ -355,6 +363,8 @@ class TaskRun:
     def decide(self, decision: Decision):
         if decision.kind == "approved":
             return approved(self.outputs[decision.of].text)
+        if decision.kind == "mentions":
+            return decision.marker in self.outputs[decision.of].text
         if decision.kind == "steps":
             plan = self.outputs[decision.of]
             try:

@@ -231,7 +231,24 @@ class Plan:
     span: Span
 
 
-FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan
+@record
+class Converse:
+    """`converse coder(task), reviewer(task) until reviewer approves max_rounds 3`.
+
+    The speakers take turns in the order written; the conversation stops when
+    `approver` approves or a turn's output holds `marker` (at most one of the
+    two is set), or after `max_rounds` rounds. A missing round limit is None
+    here and an error in the checker, so it is reported at the conversation.
+    """
+
+    calls: tuple[SlotCall, ...]
+    approver: Ident | None
+    marker: String | None
+    max_rounds: Number | None
+    span: Span
+
+
+FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan | Converse
 
 
 @record

@@ -202,3 +202,17 @@ class Transformer:
         call, executor, *rest = children
         critic = self._ident(rest[0]) if len(rest) == 2 else None
         return ast.Plan(self.visit(call), self._ident(executor), critic, self._number(rest[-1]), self.span(node))
+
+    def converse(self, node, children):
+        calls = [self.visit(c) for c in children if c.data == "slot_call"]
+        clauses = {c.data: c.children[0] for c in children if c.data != "slot_call"}
+        approver = clauses.get("until_approves")
+        marker = clauses.get("until_marker")
+        limit = clauses.get("converse_limit")
+        return ast.Converse(
+            tuple(calls),
+            self._ident(approver) if approver is not None else None,
+            ast.String(unescape(marker.value[1:-1]), self.span(marker), False, marker.value) if marker is not None else None,
+            self._number(limit) if limit is not None else None,
+            self.span(node),
+        )

@@ -41,6 +41,18 @@ topology t {
   }
 }
 """,
+    "conversations": """
+topology t {
+  slot a : A [1..2]  slot b : B [0..1]
+  flow {
+    x = converse a(task), b(task, x0) until b approves max_rounds 3
+    y = converse a(task, x) until "DONE" max_rounds 1
+    z = converse b() max_rounds 2
+    w = converse a(task), b(task) until b approves
+    answer converse a(task, y), b(z) until "a \\"quoted\\" marker"
+  }
+}
+""",
 }
 
 
