@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.program import Model, Program, Role
-from bamasc.ir.tokens import framing_tokens, output_cap, template_tokens
+from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import CallNode
 from bamasc.records import record
 
@@ -37,8 +37,8 @@ def call_bounds(
         model = model_of[(call.slot, call.instance)]
         role = roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
-        tokens_in += framing_tokens(call.id, call.combinator, call.inputs)
-        tokens_in += sum(caps[source] for source in call.inputs)
+        tokens_in += call.framing
+        tokens_in += sum(caps[source] for source in call.inputs + call.again)
         tokens_out = caps[call.id] = output_cap(role, model)
         # The dearest rates a prompt this long could be billed at (tiers it may cross included).
         input_cost, output_cost = model.prices().worst_cost(tokens_in, tokens_out)
@@ -54,8 +54,8 @@ def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Progr
     for call in calls:
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
-        tokens_in += framing_tokens(call.id, call.combinator, call.inputs)
-        tokens_in += sum(smallest[source] for source in call.inputs)
+        tokens_in += call.framing
+        tokens_in += sum(smallest[source] for source in call.inputs + call.again)
         smallest[call.id] = min(output_cap(role, m) for m in pool)
         total += min(m.price_input * tokens_in + m.price_output * output_cap(role, m) for m in pool)
     return total

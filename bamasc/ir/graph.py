@@ -18,7 +18,6 @@ from __future__ import annotations
 import networkx as nx
 
 from bamasc.ir.bounds import CallBound
-from bamasc.ir.unroll import CallNode
 
 # The fields of a call that are not its id or its reads.
 CALL_FIELDS = ("slot", "instance", "role", "reads_task", "condition", "combinator", "step")
@@ -51,23 +50,19 @@ def reads(graph: nx.DiGraph, node: str) -> tuple[str, ...]:
     return tuple(graph.predecessors(node))
 
 
-def calls_of(graph: nx.DiGraph) -> tuple[CallNode, ...]:
-    """The graph's calls in flow order, as the unroller listed them."""
-    return tuple(
-        CallNode(node, *(data[name] for name in ("slot", "instance", "role", "reads_task")), reads(graph, node),
-                 data["condition"], data["combinator"], data["step"])
-        for node, data in graph.nodes(data=True)
-    )
-
-
-def verified_cost(graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int, tolerance: float = 1e-6) -> float:
+def verified_cost(
+    graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int, trusted: dict, tolerance: float = 1e-6
+) -> float:
     """Recompute every call's bound from the graph's own edges and check the stored ones.
 
     Independent of the solver and of `call_bounds`: a call's input is its role's
     prompt text, the task if it reads it, and the output cap of every
-    predecessor in the graph. Returns the total; raises ValueError on a mismatch.
+    predecessor in the graph, plus what the plan does not record: the numbering of
+    the lists it shows and the outputs it shows twice (`trusted`: each node's
+    CallNode from a fresh unroll of the flow). Returns the total; raises ValueError
+    on a mismatch.
     """
-    from bamasc.ir.tokens import framing_tokens, output_cap, template_tokens
+    from bamasc.ir.tokens import output_cap, template_tokens
 
     total = 0.0
     for node in nx.topological_sort(graph):
@@ -76,8 +71,8 @@ def verified_cost(graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int
         model = models[data["model"]]
         tokens_out = output_cap(role, model)
         tokens_in = template_tokens(role) + (task_tokens if data["reads_task"] else 0)
-        tokens_in += framing_tokens(node, data["combinator"], graph.predecessors(node))
-        tokens_in += sum(graph.nodes[p]["output_tokens"] for p in graph.predecessors(node))
+        tokens_in += trusted[node].framing
+        tokens_in += sum(graph.nodes[p]["output_tokens"] for p in (*graph.predecessors(node), *trusted[node].again))
         cost = sum(model.prices().worst_cost(tokens_in, tokens_out))
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:
             raise ValueError(

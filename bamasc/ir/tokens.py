@@ -31,15 +31,6 @@ def list_tokens(items: int) -> int:
     return sum(len(str(i)) + 3 for i in range(1, items + 1)) + 2 * max(items - 1, 0)
 
 
-def framing_tokens(call_id: str, combinator: str, inputs) -> int:
-    """Tokens of the numbering around a conversation turn's transcript: the earlier turns it
-    reads from its own statement (ids `slot[i]@statement.label`, ir/walk.call_id)."""
-    if combinator != "converse":
-        return 0
-    own = call_id.rsplit("@", 1)[1].split(".", 1)[0]
-    return list_tokens(sum(1 for source in inputs if source.rsplit("@", 1)[1].split(".", 1)[0] == own))
-
-
 def output_cap(role: Role, model: Model) -> int:
     """Tokens a call of `role` on `model` may emit: the smaller of the two caps."""
     caps = [cap for cap in (role.max_output, model.max_output) if cap is not None]

@@ -14,6 +14,9 @@ needs one walk per answer here, joined into one call list.
 
 from __future__ import annotations
 
+from collections import Counter
+
+from bamasc.ir.tokens import list_tokens
 from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, walk
 from bamasc.program import Topology
 from bamasc.records import record
@@ -36,6 +39,13 @@ class CallNode:
     # a step exactly when they may run at the same time. No default: a wrong one would
     # make the latency bound unsound.
     step: int
+    # Tokens of the numbering around the lists the prompt shows (`[1] ` before each output, a
+    # blank line between: runtime/interpreter.py, `text_of`), exact for these counts. No
+    # default either: a missing one under-prices the call.
+    framing: int
+    # Outputs the prompt shows once more than `inputs` says: a plan's step card beside the
+    # plan it was cut from (it is at most as long). Counted in every bound like an input.
+    again: tuple[str, ...]
 
 
 @record
@@ -69,6 +79,16 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
 
 
 def _node(call: CallRequest, step: int) -> CallNode:
+    framing = sum(
+        list_tokens(len(value.nodes)) for _, value in call.inputs if isinstance(value, FlowValue) and value.many
+    )
+    shown = Counter(
+        node
+        for _, value in call.inputs
+        for node in (value.nodes if isinstance(value, FlowValue) else (value.plan,))
+    )
+    again = tuple(node for node, times in shown.items() for _ in range(times - 1))
     return CallNode(
-        call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator, step
+        call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator,
+        step, framing, again,
     )

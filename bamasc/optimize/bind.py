@@ -27,7 +27,7 @@ from bamasc import limits
 from bamasc.check.linear import linear_row
 from bamasc.check.sizes import too_many_units
 from bamasc.ir.bounds import CallBound
-from bamasc.ir.tokens import framing_tokens, output_cap, template_tokens
+from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll
 from bamasc.optimize.dominance import undominated
 from bamasc.optimize.exact import Found, TemplateSolver, objective
@@ -152,7 +152,6 @@ def _seat_problem(program, system, topology, pool, counts, unrolled, rows, budge
     for call in unrolled.calls:
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (system.task_tokens if call.reads_task else 0)
-        tokens_in += framing_tokens(call.id, call.combinator, call.inputs)
         tokens_in += sum(smallest[source] for source in call.inputs)
         smallest[call.id] = min(output_cap(role, m) for m in pool)
         seat = cost[(call.slot, call.instance)]

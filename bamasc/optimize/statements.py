@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from bamasc.ir.tokens import framing_tokens, template_tokens
+from bamasc.ir.tokens import template_tokens
 from bamasc.ir.unroll import CallNode, unroll
 from bamasc.ir.walk import PADDED
 from bamasc.program import Program, System, Topology
@@ -200,9 +200,9 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
         entry = per_seat.setdefault(seat, [0, 0, Counter(), Counter()])
         entry[0] += 1
         entry[1] += _prompt_tokens(program.roles[call.role]) + (system.task_tokens if call.reads_task else 0)
-        entry[1] += framing_tokens(call.id, call.combinator, call.inputs)
+        entry[1] += call.framing
         outside: set[int] = set()
-        for source in call.inputs:
+        for source in call.inputs + call.again:
             j = where[source]
             if i is None or j == i:
                 entry[2][seat_of[source]] += 1

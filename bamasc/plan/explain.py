@@ -7,7 +7,8 @@ import os
 
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds
-from bamasc.ir.graph import calls_of, critical_path
+from bamasc.ir.graph import critical_path
+from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
 from bamasc.plan.build import DEADLINE_ROW, source_label
 from bamasc.plan.render import pick_template, text_table
@@ -23,7 +24,9 @@ def _strength(model, role: str) -> tuple:
 def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> list[dict]:
     """For every seat and every other pool model: the bound with that one seat changed, and what breaks."""
     topology = program.topologies[template.name]
-    calls = calls_of(template.graph())
+    # The flow's own unroll (a loaded plan's calls were checked to be these): it knows the
+    # numbering each call's lists add, which the plan does not record.
+    calls = unroll(topology, template.counts).calls
     pool = [program.models[name] for name in program.systems[system.name].models]
     chosen = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
     rows = [linear_row(r) for r in topology.requires]

@@ -247,7 +247,8 @@ def verify_plan(plan: Plan, program) -> None:
                     f"system '{system.name}', template '{template.name}': the recorded calls differ from the flow's"
                 )
             try:
-                total = verified_cost(template.graph(), program.roles, program.models, system.task_tokens)
+                trusted = {call.id: call for call in expected}
+                total = verified_cost(template.graph(), program.roles, program.models, system.task_tokens, trusted)
             except ValueError as problem:
                 raise PlanVerificationError(f"system '{system.name}', template '{template.name}': {problem}") from None
             if abs(total - template.worst_case_cost) > 1e-6 * max(1.0, total):

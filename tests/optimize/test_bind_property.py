@@ -139,7 +139,8 @@ def test_binding_matches_brute_force(tmp_path, source):
     assert found.worst_case_cost <= system.budget * (1 + 1e-9)
     graph = call_graph(found.unrolled.calls, found.bounds)
     assert nx.is_directed_acyclic_graph(graph)
-    total = verified_cost(graph, program.roles, program.models, system.task_tokens)
+    trusted = {call.id: call for call in found.unrolled.calls}
+    total = verified_cost(graph, program.roles, program.models, system.task_tokens, trusted)
     assert abs(total - found.worst_case_cost) < 1e-6
     # Both tier objectives agree wherever the paper's weights are exact.
     weighted = bind_template(program, system, "t", method="weights")
