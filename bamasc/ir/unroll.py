@@ -6,14 +6,16 @@ any run can make, with the condition under which it runs. The result is the
 call list in flow order, which the static budget check and the binder price,
 and from which `ir/graph.py` builds the bound template's graph.
 
-`EVERY` suffices because every decision today is monotone: its worst answer
-(reject, the most steps) makes a superset of the calls of any other. A
-decision whose answers make different calls (a router choosing one branch)
-needs one walk per answer here, joined into one call list.
+`EVERY` suffices for the monotone decisions (approval, steps, majority): the
+worst answer (reject, the most steps) makes a superset of the calls of any
+other. A router's answers make different calls: `EVERY` walks each branch in
+turn, and each call of a branch carries its alternative (ir/alternatives.py),
+so every bound takes the costliest branch rather than the sum of them.
 """
 
 from __future__ import annotations
 
+from bamasc.ir.alternatives import Choice, Path
 from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, walk
 from bamasc.program import Topology
 from bamasc.records import record
@@ -36,17 +38,20 @@ class CallNode:
     # a step exactly when they may run at the same time. No default: a wrong one would
     # make the latency bound unsound.
     step: int
+    alternative: Path = ()  # the (decision, branch) pairs it runs under; () when it may always run
 
 
 @record
 class Unrolled:
     calls: tuple[CallNode, ...]
     answer: FlowValue
+    choices: tuple[Choice, ...] = ()  # the route decisions, in flow order
 
 
 def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
     """Every call the flow may make with these counts, and what its answer may be."""
     calls: list[CallNode] = []
+    choices: list[Choice] = []
     steps = walk(topology, counts)
     reply = None
     step = 0
@@ -54,8 +59,10 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
         try:
             request = steps.send(reply)
         except StopIteration as done:
-            return Unrolled(tuple(calls), done.value)
+            return Unrolled(tuple(calls), done.value, tuple(choices))
         if isinstance(request, Decision):
+            if request.kind == "branch":
+                choices.append(Choice(request.of, request.within, request.among, request.fallback))
             reply = EVERY
             continue
         if isinstance(request, CallGroup):
@@ -70,5 +77,6 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
 
 def _node(call: CallRequest, step: int) -> CallNode:
     return CallNode(
-        call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator, step
+        call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator, step,
+        call.alternative,
     )

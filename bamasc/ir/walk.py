@@ -80,6 +80,7 @@ class CallRequest:
     inputs: tuple[tuple[str, FlowValue | Card], ...]
     condition: str | None  # why it might not run; None when it always runs
     combinator: str
+    alternative: tuple[tuple[str, str], ...] = ()  # the (decision, branch) pairs it runs under (ir/alternatives.py)
 
     @property
     def reads_task(self) -> bool:
@@ -108,6 +109,10 @@ class Decision:
     - "approved": did the critic's verdict `of` approve? True / False.
     - "steps": how many step cards has the plan `of` (at most `limit`)?
     - "majority": which of the outputs `among` wins the vote? A call id.
+    - "branch": which of the branches `among` does the router's output `of` name?
+      A branch name (`fallback` when it names none; None fails the task).
+      The branches' calls exclude each other: each runs under `within` plus
+      (`of`, its name).
 
     The answer `EVERY` stands for all answers at once (the unroller's).
     """
@@ -116,6 +121,8 @@ class Decision:
     of: str = ""
     limit: int = 0
     among: tuple[str, ...] = ()
+    fallback: str | None = None
+    within: tuple[tuple[str, str], ...] = ()
 
 
 Walk = Generator["CallRequest | CallGroup | Decision", object, FlowValue]
@@ -141,6 +148,7 @@ class _Walker:
         self.counts = counts
         self.values: dict[str, FlowValue] = {"task": TASK}
         self.statement = 0
+        self.alternative: tuple[tuple[str, str], ...] = ()  # the branches the walk is inside, outermost first
 
     def run(self) -> Walk:
         answer = FlowValue()
@@ -162,14 +170,21 @@ class _Walker:
         return tuple((arg.name, self.values.get(arg.name, FlowValue())) for arg in call.args)
 
     def call(self, slot: str, instance: int, label: str, inputs, condition: str | None, combinator: str) -> CallRequest:
+        # Inside a route's branch, ids name the branch (two branches may call the same seat) and
+        # the call runs only when the router chose it.
+        prefix = "".join(f"{branch}." for _, branch in self.alternative)
+        if self.alternative:
+            chosen = " and ".join(f"{decision} chose {branch}" for decision, branch in self.alternative)
+            condition = chosen if condition is None else f"{chosen} and {condition}"
         return CallRequest(
-            call_id(slot, instance, self.statement, label),
+            call_id(slot, instance, self.statement, prefix + label),
             slot,
             instance,
             self.topology.slot(slot).role,
             tuple(inputs),
             condition,
             combinator,
+            self.alternative,
         )
 
     # ------------------------------------------------------------ combinators
@@ -279,3 +294,31 @@ class _Walker:
                     break
                 feedback = (("feedback", one(review.id)),)
         return FlowValue(nodes=steps, many=True)
+
+    # ------------------------------------------------------------ route
+
+    def _route(self, node: ast.Route) -> Walk:
+        """The router once (instance 0), then the branch its output names; the unroller walks every
+        branch, each under its own alternative, and the value is one of the branches' values.
+        Without a router instance (a count the binder tries when it relaxes rules) it calls nothing."""
+        if not self.count(node.call.slot):
+            return FlowValue()
+        router = self.call(node.call.slot, 0, "route", self.args(node.call), None, "route")
+        yield router
+        fallback = node.fallback.name if node.fallback else None
+        names = tuple(branch.name for branch in node.branches)
+        chosen = yield Decision("branch", of=router.id, among=names, fallback=fallback, within=self.alternative)
+        outer = self.alternative
+        values = []
+        for branch in node.branches:
+            if chosen is not EVERY and chosen != branch.name:
+                continue
+            self.alternative = outer + ((router.id, branch.name),)
+            try:
+                values.append((yield from self.expression(branch.expr)))
+            finally:
+                self.alternative = outer
+        if chosen is not EVERY:
+            return values[0] if values else FlowValue()
+        nodes = tuple(dict.fromkeys(n for value in values for n in value.nodes))
+        return FlowValue(task=any(v.task for v in values), nodes=nodes, one_of=True, many=any(v.many for v in values))

@@ -24,10 +24,10 @@ from bamasc.ir.tokens import output_cap
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, walk
 from bamasc.prices import Usage
 from bamasc.records import record
-from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
+from bamasc.runtime.extract import MalformedPlan, approved, chosen_branch, extract_answer, step_cards
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.providers.base import Decoding, Message, ProviderError
+from bamasc.runtime.providers.base import Decoding, Message, ProviderError, branch_expect
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound
 
@@ -119,6 +119,7 @@ class TaskRun:
         self.nodes = {node.id: node for node in template.nodes}
         self.model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
         self.counts = template.counts
+        self.routes = {decision.id: decision for decision in getattr(template, "decisions", ())}
         self.outputs: dict[str, Output] = {}  # by call id, each call made so far
         self.cards: dict[str, list[str]] = {}  # a plan call's step cards
         self.best: Output | None = None
@@ -243,7 +244,7 @@ class TaskRun:
             try:
                 completion = await provider.complete(
                     messages, reservation.max_tokens, timeout=timeout, decoding=decoding_for(role, model),
-                    expect=role.reads,
+                    expect=branch_expect(self.routes[node_id]) if node_id in self.routes else role.reads,
                 )
             except ProviderError as problem:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
@@ -362,6 +363,11 @@ class TaskRun:
             except MalformedPlan as problem:
                 raise TaskError(f"malformed plan from {plan.node}: {problem}") from None
             return len(cards)
+        if decision.kind == "branch":
+            branch = chosen_branch(self.outputs[decision.of].text, decision.among, decision.fallback)
+            if branch is None:  # the walker reads None as every branch: fail the task instead
+                raise TaskError(f"router {decision.of} named none of {', '.join(decision.among)}, and the route has no 'otherwise'")
+            return branch
         return self._majority([self.outputs[node] for node in decision.among]).node
 
     async def parallel(self, requests) -> list[Output]:

@@ -202,3 +202,20 @@ class Transformer:
         call, executor, *rest = children
         critic = self._ident(rest[0]) if len(rest) == 2 else None
         return ast.Plan(self.visit(call), self._ident(executor), critic, self._number(rest[-1]), self.span(node))
+
+    # ---- route
+
+    def route(self, node, children):
+        call, *branches = children
+        return ast.Route(self.visit(call), tuple(self.visit(b) for b in branches), self.span(node))
+
+    def route_branch(self, node, children):
+        name, expr = children
+        return ast.Branch(name.value, self.visit(expr), self.span(node), self.span(name))
+
+    def route_fallback(self, node, children):
+        (expr,) = children
+        # The keyword is filtered out of the tree: the branch's name spans the start of the branch.
+        line, col, _, _ = node.meta
+        start = Span(self.path, line, col, line, col + len("otherwise"))
+        return ast.Branch("otherwise", self.visit(expr), self.span(node), start, fallback=True)
