@@ -132,3 +132,23 @@ def test_nested_alternatives_take_the_costliest_path():
     # A branch that makes no call costs nothing but still counts as a branch; ties go to the first declared.
     tie = worst_case([(((outer, "y"),), 0.0)], [Choice(outer, (), ("x", "y"), None)])
     assert tie.chosen == {outer: "x"} and tie.total == 0.0
+
+
+def test_the_deadline_takes_the_slowest_branch_not_the_sum(tmp_path):
+    """Each call takes 1 + 0.01·cap s: router 1.04, a 1.5, each w 1.3. The slowest branch is b
+    (2.6 s), so the bound is 3.64 s; summing every step would give 5.14 s, past the deadline."""
+    source = SOURCE.replace('tier = 1 }', 'tier = 1  latency { first_token = 1  per_token = 0.01 } }').replace(
+        "budget = 493", "budget = 1000  deadline = 3.7")
+    path = tmp_path / "route.bam"
+    path.write_text(source)
+    result = compile_file(str(path))
+    assert result.plan is not None, [d.message for d in result.diagnostics]
+    template = result.plan.systems[0].template("t")
+    assert template.feasible
+    assert template.worst_case_latency_s == pytest.approx(1.04 + 2 * 1.3)
+    (decision,) = template.decisions
+    assert {b.name: b.latency_s for b in decision.branches} == pytest.approx({"a": 1.5, "b": 2.6, "otherwise": 0.0})
+    tighter = tmp_path / "tighter.bam"
+    tighter.write_text(source.replace("deadline = 3.7", "deadline = 3.6"))
+    late = compile_file(str(tighter))
+    assert late.plan is None or not late.plan.systems[0].template("t").feasible
