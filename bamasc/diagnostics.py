@@ -65,6 +65,8 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM306": ("missing-answer", "A flow has no 'answer' statement, or more than one."),
     "BAM307": ("invalid-flow", "A flow statement misuses a combinator."),
     "BAM308": ("missing-flow", "A topology has no flow."),
+    "BAM309": ("unreachable-branch", "A route's branch can never run: an earlier branch takes every output that names it."),
+    "BAM310": ("missing-fallback", "A route has no 'otherwise' branch, so a router output naming no branch fails the task."),
     "BAM311": ("missing-round-limit", "A conversation has no max_rounds, so its cost has no bound."),
     "BAM312": ("unreachable-termination", "A conversation's until clause can never stop it, or never before its round limit."),
     "BAM401": ("no-models", "A system has no models."),

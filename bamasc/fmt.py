@@ -268,11 +268,25 @@ class _Printer:
             return [_Line(indent, (f"require {_count(left)} {op.value} {_count(right)}",))], None
         if kind == "bind_stmt":
             name, expr = children
-            return [_Line(indent, (f"{name.value} = {_flow(expr)}",))], None
+            return self.flow(f"{name.value} = ", expr, indent), None
         if kind == "answer_stmt":
-            return [_Line(indent, (f"answer {_flow(children[0])}",))], None
+            return self.flow("answer ", children[0], indent), None
+        if kind in ("route_branch", "route_fallback"):
+            label = (children[0].value if kind == "route_branch" else "otherwise") + ":"
+            if children[-1].data != "route":
+                return [_Line(indent, (label, _flow(children[-1])))], "branch"
+            return self.flow(label + " ", children[-1], indent), None
         # A list element.
         return [_Line(indent, (self.value(node, indent) + ",",))], None
+
+    def flow(self, prefix: str, expr, indent: int) -> list[_Line]:
+        """A flow expression after `prefix`: one line, or a route with a branch per line."""
+        if expr.data != "route":
+            return [_Line(indent, (prefix + _flow(expr),))]
+        call, *branches = expr.children
+        head = f"{prefix}route {_flow(call)}"
+        lines, inline = self.braced(head, expr, branches, self.end(call), indent)
+        return lines or [_Line(indent, (head + " " + inline,))]
 
     def value(self, node, indent: int) -> str:
         if isinstance(node, Token):

@@ -105,6 +105,7 @@ EXAMPLE_TASKS = {
     "mbpp": "Write a function that returns the sum of a list of numbers.",
     "review": "Write a function that returns the sum of a list of numbers.",
     "quickstart": TASK,
+    "support": "My invoice for March charged me twice; please refund the duplicate payment.",
 }
 # Examples whose every template is explained and drawn, not only the selected one.
 EVERY_TEMPLATE = ("gsm8k", "quickstart")

@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from bamasc.ir.bounds import call_bounds
+from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.unroll import unroll
 from bamasc.optimize import bind
 from bamasc.optimize.exact import has_idle_seat
@@ -138,7 +138,8 @@ def brute_force(program, budget: float) -> tuple | None:
         if [v for v in violations(order, seats) if v != "budget"]:
             continue
         model_of = {(topology.slots[s].name, k): pool[m] for s, k, m in seats}
-        cost = sum(b.cost for b in call_bounds(unrolled.calls, model_of, program.roles, system.task_tokens))
+        bounds = call_bounds(unrolled.calls, model_of, program.roles, system.task_tokens)
+        cost = worst_case_cost(unrolled.calls, bounds, unrolled.choices)
         if cost > budget * (1 + 1e-9):
             continue
         tiers = tuple(sum(pool[m].tier == t for _, _, m in seats) for t in order.tier_levels)

@@ -42,8 +42,8 @@ def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
 def _check_calls(modules, shown: dict[str, dict[str, bool]]) -> list[Diagnostic]:
     """Each call must fill every required placeholder of its role; an argument no role shows is a warning."""
     diagnostics = []
-    for role_of, statement, optional in _flow_statements(modules, with_optional=True):
-        sites = call_sites(statement.expr, optional)
+    for role_of, expr, optional in _flow_parts(modules):
+        sites = call_sites(expr, optional)
         for site in sites:
             role = role_of.get(site.slot)
             if role in shown:  # an unknown slot or role is reported elsewhere
@@ -100,6 +100,8 @@ def call_sites(expr, optional: frozenset[str] = frozenset()) -> list[CallSite]:
     """
     if isinstance(expr, ast.Converse):
         return _speakers(expr, optional)
+    if isinstance(expr, ast.Route):
+        return [site for part in route_parts(expr) for site in call_sites(part, optional)]
     call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
     if call is None:
         return []
@@ -170,6 +172,22 @@ def _flow_inputs(modules) -> dict[str, set[str]]:
             if site.slot in role_of:
                 by_role.setdefault(role_of[site.slot], set()).update(arg.name for arg in site.call.args)
     return by_role
+
+
+def route_parts(expr) -> list:
+    """A flow expression as the expressions that each pass their own arguments: a route is its
+    router's call and the parts of each branch; anything else is itself."""
+    if not isinstance(expr, ast.Route):
+        return [expr]
+    return [expr.call, *(part for branch in expr.branches for part in route_parts(branch.expr))]
+
+
+def _flow_parts(modules):
+    """(slot name -> role name, expression, slots that may be empty) for every part
+    (`route_parts`) of every flow statement."""
+    for role_of, statement, optional in _flow_statements(modules, with_optional=True):
+        for part in route_parts(statement.expr):
+            yield role_of, part, optional
 
 
 def _flow_statements(modules, with_optional: bool = False):

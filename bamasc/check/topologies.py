@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bamasc.check.attributes import LIMITS_HINT, did_you_mean, out_of_range, shown
 from bamasc.check.linear import NotLinear, linear_row
+from bamasc.check.routes import check_route
 from bamasc.program import Slot, Topology
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.limits import MAX_REQUIRE_CONSTANT, MAX_TIER, written
@@ -262,6 +263,8 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
                 slot_ref(node.approver.name, node.approver.span)
             _check_conversation(node, slot_by_name, diagnostics)
             return "list"
+        if isinstance(node, ast.Route):
+            return check_route(node, expression, call, slot_by_name, diagnostics)
         raise AssertionError(node)
 
     for statement in statements:

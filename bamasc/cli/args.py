@@ -92,7 +92,7 @@ def budget_range(text: str) -> list[float]:
 # takes where its --help lists them, and may word one's help for itself.
 RUN_OPTIONS = {
     "--concurrency": dict(type=positive, default=8, metavar="N"),
-    "--fake": dict(choices=("echo", "verbose"), help="answer every model with the offline fake provider"),
+    "--fake": dict(choices=("echo", "verbose", "random"), help="answer every model with the offline fake provider"),
     "--cassette": dict(metavar="JSONL", help="replay recorded calls (or record them with --record)"),
     "--record": dict(action="store_true", help="record every real call to --cassette"),
     "--skip-bad-rows": dict(action="store_true", help="report malformed dataset rows and go on"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bamasc.program import Model, Program, Role
+from bamasc.ir.alternatives import Choice, worst_case
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import CallNode
 from bamasc.records import record
@@ -46,16 +47,23 @@ def call_bounds(
     return bounds
 
 
+def worst_case_cost(calls: tuple[CallNode, ...], bounds, choices: tuple[Choice, ...] = ()) -> float:
+    """The flow's worst-case cost from its calls' bounds (in the same order): every call outside a
+    route, plus each route's costliest branch (ir/alternatives.py)."""
+    return worst_case(((call.alternative, bound.cost) for call, bound in zip(calls, bounds, strict=True)), choices).total
+
+
 def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Program, task_tokens: int) -> float:
     """A lower bound on any binding's cost for these calls: each call on its cheapest model,
     reading the smallest outputs any model could give its inputs."""
     smallest: dict[str, int] = {}
-    total = 0.0
+    amounts = []
     for call in calls:
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += call.framing
         tokens_in += sum(smallest[source] for source in call.inputs + call.again)
         smallest[call.id] = min(output_cap(role, m) for m in pool)
-        total += min(m.price_input * tokens_in + m.price_output * output_cap(role, m) for m in pool)
-    return total
+        amounts.append((call.alternative, min(m.price_input * tokens_in + m.price_output * output_cap(role, m) for m in pool)))
+    # Each branch's floor is below its cost in any binding, so their maximum is below the maximum.
+    return worst_case(amounts).total

@@ -20,7 +20,7 @@ import networkx as nx
 from bamasc.ir.bounds import CallBound
 
 # The fields of a call that are not its id or its reads.
-CALL_FIELDS = ("slot", "instance", "role", "reads_task", "condition", "combinator", "step")
+CALL_FIELDS = ("slot", "instance", "role", "reads_task", "condition", "combinator", "step", "alternative")
 BOUND_FIELDS = ("model", "input_tokens", "output_tokens", "input_cost", "output_cost", "cost")
 # One attempt's worst case in seconds, or None when the model declares no latency.
 LATENCY_FIELD = "latency_s"
@@ -34,6 +34,7 @@ def call_graph(calls, bounds: tuple[CallBound, ...] = (), answer: tuple[str, ...
     for call in calls:
         fields = CALL_FIELDS + BOUND_FIELDS + (LATENCY_FIELD,)
         attributes = {name: getattr(call, name) for name in fields if hasattr(call, name)}
+        attributes["alternative"] = tuple(tuple(pair) for pair in attributes.get("alternative", ()))
         bound = by_id.get(call.id)
         if bound is not None:
             attributes.update({name: getattr(bound, name) for name in BOUND_FIELDS})
@@ -58,13 +59,14 @@ def verified_cost(
     Independent of the solver and of `call_bounds`: a call's input is its role's
     prompt text, the task if it reads it, and the output cap of every
     predecessor in the graph, plus what the plan does not record: the numbering of
-    the lists it shows and the outputs it shows twice (`trusted`: each node's
-    CallNode from a fresh unroll of the flow). Returns the total; raises ValueError
+    the lists it shows, the outputs it shows twice and the branches that exclude
+    each other (`trusted`: each node's CallNode from a fresh unroll of the flow). Returns the total; raises ValueError
     on a mismatch.
     """
+    from bamasc.ir.alternatives import worst_case
     from bamasc.ir.tokens import output_cap, template_tokens
 
-    total = 0.0
+    costs = []
     for node in nx.topological_sort(graph):
         data = graph.nodes[node]
         role = roles[data["role"]]
@@ -79,14 +81,16 @@ def verified_cost(
                 f"call {node}: recorded bound {data['input_tokens']}+{data['output_tokens']} tokens, "
                 f"{data['cost']:.4f} µ$; the graph gives {tokens_in}+{tokens_out} tokens, {cost:.4f} µ$"
             )
-        total += cost
-    return total
+        # Which calls exclude each other comes from the flow too: an edited plan could otherwise
+        # mark calls that all run as alternatives and have only the dearest counted.
+        costs.append((trusted[node].alternative, cost))
+    return worst_case(costs).total
 
 
 def critical_path(graph: nx.DiGraph):
     """The graph's worst-case latency from its nodes' `latency_s`: per step its slowest call, summed
     (ir/latency.py says why steps add up). A LatencyBound; its seconds are None if any node has none."""
-    from bamasc.ir.latency import LatencyBound
+    from bamasc.ir.latency import LatencyBound, slowest_path
 
     slowest: dict[int, tuple[str, float]] = {}
     for node, data in graph.nodes(data=True):
@@ -95,8 +99,15 @@ def critical_path(graph: nx.DiGraph):
             return LatencyBound(None, ())
         if data["step"] not in slowest or seconds > slowest[data["step"]][1]:
             slowest[data["step"]] = (node, seconds)
-    ordered = [slowest[step] for step in sorted(slowest)]
-    return LatencyBound(sum(seconds for _, seconds in ordered), tuple(node for node, _ in ordered))
+    calls = {node: _Step(node, graph.nodes[node]["alternative"]) for node, _ in slowest.values()}
+    return slowest_path([(calls[node], seconds) for node, seconds in (slowest[step] for step in sorted(slowest))])
+
+
+class _Step:
+    """A step's slowest call as `slowest_path` reads it: its id and its alternative."""
+
+    def __init__(self, id: str, alternative):
+        self.id, self.alternative = id, alternative
 
 
 def verified_latency(graph: nx.DiGraph, roles: dict, models: dict, tolerance: float = 1e-9):

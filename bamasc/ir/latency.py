@@ -4,8 +4,9 @@ What runs at the same time follows the interpreter: it makes the walker's
 requests one after another, and only the calls of one request (a `CallGroup`,
 from `parallel`) together. So the calls of one step overlap, and the steps
 add up: a task's worst case is the sum over its steps of the slowest call of
-each. Every decision today is monotone (ir/unroll.py), so a run makes a
-subset of the unrolled steps, in their order, and takes no longer.
+each. The monotone decisions (ir/unroll.py) make a run take a subset of the
+unrolled steps, in their order; of a route's branches a run takes one, so
+the steps of a branch count only for the slowest branch (ir/alternatives.py).
 
 The bound covers each call's first attempt only; retries, their backoff and
 the time spent between calls (rendering prompts, waiting for a concurrency
@@ -16,6 +17,7 @@ Pure functions over the checked Program's records; nothing heavy is imported.
 
 from __future__ import annotations
 
+from bamasc.ir.alternatives import worst_case
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.unroll import CallNode
 from bamasc.program import Latency, Model, Role
@@ -53,9 +55,9 @@ def steps(calls: tuple[CallNode, ...]) -> tuple[tuple[CallNode, ...], ...]:
 def worst_case_latency(
     calls: tuple[CallNode, ...], model_of: dict[tuple[str, int], Model], roles: dict[str, Role]
 ) -> LatencyBound:
-    """The sum over steps of each step's slowest call (the first in flow order on a tie)."""
-    total = 0.0
-    path = []
+    """The sum over steps of each step's slowest call (the first in flow order on a tie), each
+    route counting its slowest branch."""
+    slowest_of = []
     for group in steps(calls):
         slowest, seconds = None, -1.0
         for call in group:
@@ -64,6 +66,13 @@ def worst_case_latency(
                 return LatencyBound(None, ())
             if latency > seconds:
                 slowest, seconds = call, latency
-        total += seconds
-        path.append(slowest.id)
-    return LatencyBound(total, tuple(path))
+        slowest_of.append((slowest, seconds))
+    return slowest_path(slowest_of)
+
+
+def slowest_path(slowest_of) -> LatencyBound:
+    """The bound from each step's slowest (call, seconds): the steps outside routes, and those of
+    each route's slowest branch. A step's calls share one alternative (one walker request)."""
+    worst = worst_case((call.alternative, seconds) for call, seconds in slowest_of)
+    path = tuple(call.id for call, _ in slowest_of if worst.on_path(call.alternative))
+    return LatencyBound(worst.total, path)

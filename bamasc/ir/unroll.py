@@ -6,10 +6,11 @@ any run can make, with the condition under which it runs. The result is the
 call list in flow order, which the static budget check and the binder price,
 and from which `ir/graph.py` builds the bound template's graph.
 
-`EVERY` suffices because every decision today is monotone: its worst answer
-(reject, the most steps) makes a superset of the calls of any other. A
-decision whose answers make different calls (a router choosing one branch)
-needs one walk per answer here, joined into one call list.
+`EVERY` suffices for the monotone decisions (approval, steps, majority): the
+worst answer (reject, the most steps) makes a superset of the calls of any
+other. A router's answers make different calls: `EVERY` walks each branch in
+turn, and each call of a branch carries its alternative (ir/alternatives.py),
+so every bound takes the costliest branch rather than the sum of them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 
 from bamasc.ir.tokens import list_tokens
+from bamasc.ir.alternatives import Choice, Path
 from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, walk
 from bamasc.program import Topology
 from bamasc.records import record
@@ -46,17 +48,20 @@ class CallNode:
     # Outputs the prompt shows once more than `inputs` says: a plan's step card beside the
     # plan it was cut from (it is at most as long). Counted in every bound like an input.
     again: tuple[str, ...]
+    alternative: Path = ()  # the (decision, branch) pairs it runs under; () when it may always run
 
 
 @record
 class Unrolled:
     calls: tuple[CallNode, ...]
     answer: FlowValue
+    choices: tuple[Choice, ...] = ()  # the route decisions, in flow order
 
 
 def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
     """Every call the flow may make with these counts, and what its answer may be."""
     calls: list[CallNode] = []
+    choices: list[Choice] = []
     steps = walk(topology, counts)
     reply = None
     step = 0
@@ -64,8 +69,10 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
         try:
             request = steps.send(reply)
         except StopIteration as done:
-            return Unrolled(tuple(calls), done.value)
+            return Unrolled(tuple(calls), done.value, tuple(choices))
         if isinstance(request, Decision):
+            if request.kind == "branch":
+                choices.append(Choice(request.of, request.within, request.among, request.fallback))
             reply = EVERY
             continue
         if isinstance(request, CallGroup):
@@ -90,5 +97,5 @@ def _node(call: CallRequest, step: int) -> CallNode:
     again = tuple(node for node, times in shown.items() for _ in range(times - 1))
     return CallNode(
         call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator,
-        step, framing, again,
+        step, framing, again, call.alternative,
     )

@@ -93,6 +93,7 @@ class CallRequest:
     inputs: tuple[tuple[str, FlowValue | Card], ...]
     condition: str | None  # why it might not run; None when it always runs
     combinator: str
+    alternative: tuple[tuple[str, str], ...] = ()  # the (decision, branch) pairs it runs under (ir/alternatives.py)
 
     @property
     def reads_task(self) -> bool:
@@ -122,6 +123,10 @@ class Decision:
     - "steps": how many step cards has the plan `of` (at most `limit`)?
     - "majority": which of the outputs `among` wins the vote? A call id.
     - "mentions": does the output `of` contain the text `marker`? True / False.
+    - "branch": which of the branches `among` does the router's output `of` name?
+      A branch name (`fallback` when it names none; None fails the task).
+      The branches' calls exclude each other: each runs under `within` plus
+      (`of`, its name).
 
     The answer `EVERY` stands for all answers at once (the unroller's).
     """
@@ -131,6 +136,8 @@ class Decision:
     limit: int = 0
     among: tuple[str, ...] = ()
     marker: str = ""
+    fallback: str | None = None
+    within: tuple[tuple[str, str], ...] = ()
 
 
 Walk = Generator["CallRequest | CallGroup | Decision", object, FlowValue]
@@ -156,6 +163,7 @@ class _Walker:
         self.counts = counts
         self.values: dict[str, FlowValue] = {"task": TASK}
         self.statement = 0
+        self.alternative: tuple[tuple[str, str], ...] = ()  # the branches the walk is inside, outermost first
 
     def run(self) -> Walk:
         answer = FlowValue()
@@ -177,14 +185,21 @@ class _Walker:
         return tuple((arg.name, self.values.get(arg.name, FlowValue())) for arg in call.args)
 
     def call(self, slot: str, instance: int, label: str, inputs, condition: str | None, combinator: str) -> CallRequest:
+        # Inside a route's branch, ids name the branch (two branches may call the same seat) and
+        # the call runs only when the router chose it.
+        prefix = "".join(f"{branch}." for _, branch in self.alternative)
+        if self.alternative:
+            chosen = " and ".join(f"{decision} chose {branch}" for decision, branch in self.alternative)
+            condition = chosen if condition is None else f"{chosen} and {condition}"
         return CallRequest(
-            call_id(slot, instance, self.statement, label),
+            call_id(slot, instance, self.statement, prefix + label),
             slot,
             instance,
             self.topology.slot(slot).role,
             tuple(inputs),
             condition,
             combinator,
+            self.alternative,
         )
 
     # ------------------------------------------------------------ combinators
@@ -329,3 +344,30 @@ class _Walker:
                 # its largest unroll (it is a padded statement).
                 checked = checked or approver == call.slot or marker is not None
         return FlowValue(nodes=turns, many=True)
+    # ------------------------------------------------------------ route
+
+    def _route(self, node: ast.Route) -> Walk:
+        """The router once (instance 0), then the branch its output names; the unroller walks every
+        branch, each under its own alternative, and the value is one of the branches' values.
+        Without a router instance (a count the binder tries when it relaxes rules) it calls nothing."""
+        if not self.count(node.call.slot):
+            return FlowValue()
+        router = self.call(node.call.slot, 0, "route", self.args(node.call), None, "route")
+        yield router
+        fallback = node.fallback.name if node.fallback else None
+        names = tuple(branch.name for branch in node.branches)
+        chosen = yield Decision("branch", of=router.id, among=names, fallback=fallback, within=self.alternative)
+        outer = self.alternative
+        values = []
+        for branch in node.branches:
+            if chosen is not EVERY and chosen != branch.name:
+                continue
+            self.alternative = outer + ((router.id, branch.name),)
+            try:
+                values.append((yield from self.expression(branch.expr)))
+            finally:
+                self.alternative = outer
+        if chosen is not EVERY:
+            return values[0] if values else FlowValue()
+        nodes = tuple(dict.fromkeys(n for value in values for n in value.nodes))
+        return FlowValue(task=any(v.task for v in values), nodes=nodes, one_of=True, many=any(v.many for v in values))

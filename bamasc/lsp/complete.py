@@ -17,7 +17,7 @@ from bamasc.syntax.parser import TOP_KEYWORDS
 DECLARATIONS = ("model", "role", "topology", "system")
 # The words that start an item of a topology and the flow combinators (tests check each is a keyword of the grammar).
 TOPOLOGY_ITEMS = ("slot", "require", "flow")
-COMBINATORS = ("chain", "parallel", "vote", "refine", "plan", "converse")
+COMBINATORS = ("chain", "parallel", "vote", "refine", "plan", "converse", "route")
 BLOCKS = {"price": ("input", "output"), "reward": REWARD_ATTRIBUTES}
 ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES}
 CHOICES = {

@@ -109,6 +109,9 @@ def _expression(expr, slot, value) -> list[Occurrence]:
         found.append(slot(expr.executor.name, expr.executor.span))
         if expr.critic is not None:
             found.append(slot(expr.critic.name, expr.critic.span))
+    elif isinstance(expr, ast.Route):
+        for branch in expr.branches:
+            found.extend(_expression(branch.expr, slot, value))
     return found
 
 

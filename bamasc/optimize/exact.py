@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from bamasc import limits
-from bamasc.ir.bounds import call_bounds
+from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.latency import worst_case_latency
 from bamasc.ir.unroll import Unrolled, unroll
 from bamasc.optimize.errors import InexactWeights, SolverError
@@ -167,7 +167,8 @@ class TemplateSolver:
         bounds = tuple(call_bounds(unrolled.calls, model_of, self.program.roles, self.system.task_tokens))
         tier_seats = tuple(sum(problem.tiers[m] == t for _, _, m in seats) for t in problem.tier_levels)
         quality = math.fsum(problem.quality[s][m] for s, _, m in seats)
-        return Found(counts, seats, unrolled, bounds, sum(b.cost for b in bounds), tier_seats, quality)
+        exact = worst_case_cost(unrolled.calls, bounds, unrolled.choices)
+        return Found(counts, seats, unrolled, bounds, exact, tier_seats, quality)
 
 
 def _combined(problem: SeatProblem, model) -> Objective | None:

@@ -53,6 +53,9 @@ class SeatCalls:
     fixed: int  # Σ prompt-text and task tokens
     reads: tuple[tuple[SeatKey, int], ...]  # (seat, how many reads of its calls), sorted
     values: tuple[tuple[int, int], ...]  # (statement, how many reads of its value), sorted
+    # The route branches these calls run under (ir/alternatives.py): a seat called in two branches
+    # of a route has one SeatCalls per branch, since only one of them runs.
+    alternative: tuple[tuple[str, str], ...] = ()
 
 
 @record
@@ -60,9 +63,10 @@ class Unit:
     """A statement at one count vector of its slots."""
 
     vector: tuple[int, ...]  # counts of the statement's slots, in `Statement.slots` order
-    seats: tuple[tuple[SeatKey, SeatCalls], ...]  # sorted by seat
+    seats: tuple[tuple[SeatKey, SeatCalls], ...]  # sorted by seat, then alternative
     value: tuple[tuple[SeatKey, int], ...]  # seats of the calls later statements read, with multiplicity
     steps: tuple[tuple[SeatKey, ...], ...] = ()  # per step of the walk, the seats whose calls run together
+    step_paths: tuple[tuple[tuple[str, str], ...], ...] = ()  # per step, the alternative it runs under
 
 
 @record
@@ -194,10 +198,10 @@ def _check_whole_reads(calls, where: dict[str, int]) -> None:
 def _unit(vector, i, calls, every, index, program, system, where: dict[str, int] | None = None) -> Unit:
     where = where if where is not None else {call.id: statement_of(call.id) for call in every}
     seat_of = {call.id: (index[call.slot], call.instance) for call in every}
-    per_seat: dict[SeatKey, list] = {}
+    per_seat: dict[tuple, list] = {}
     for call in calls:
         seat = seat_of[call.id]
-        entry = per_seat.setdefault(seat, [0, 0, Counter(), Counter()])
+        entry = per_seat.setdefault((seat, call.alternative), [0, 0, Counter(), Counter()])
         entry[0] += 1
         entry[1] += _prompt_tokens(program.roles[call.role]) + (system.task_tokens if call.reads_task else 0)
         entry[1] += call.framing
@@ -217,14 +221,16 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
             read.update(source for source in call.inputs if source in ids)
     value.update(seat_of[source] for source in read)
     seats = tuple(
-        (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items()))))
-        for seat, (n, fixed, reads, values) in sorted(per_seat.items())
+        (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items())), path))
+        for (seat, path), (n, fixed, reads, values) in sorted(per_seat.items())
     )
     grouped: dict[int, set] = {}
+    paths: dict[int, tuple] = {}
     for call in calls:
         grouped.setdefault(call.step, set()).add(seat_of[call.id])
+        paths[call.step] = call.alternative  # one walker request: one alternative
     steps = tuple(tuple(sorted(grouped[step])) for step in sorted(grouped))
-    return Unit(vector, seats, tuple(sorted(value.items())), steps)
+    return Unit(vector, seats, tuple(sorted(value.items())), steps, tuple(paths[step] for step in sorted(grouped)))
 
 
 _PROMPT_TOKENS: dict[tuple[str, str | None], int] = {}
@@ -251,9 +257,11 @@ def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> 
         return k < count.get(s, k + 1)
 
     seats = tuple(
-        (seat, SeatCalls(c.calls, c.fixed, tuple((r, n) for r, n in c.reads if exists(r)), c.values))
+        (seat, SeatCalls(c.calls, c.fixed, tuple((r, n) for r, n in c.reads if exists(r)), c.values, c.alternative))
         for seat, c in unit.seats
         if exists(seat)
     )
-    steps = tuple(kept for kept in (tuple(seat for seat in step if exists(seat)) for step in unit.steps) if kept)
-    return Unit(vector, seats, tuple((seat, n) for seat, n in unit.value if exists(seat)), steps)
+    kept = [(tuple(seat for seat in step if exists(seat)), path) for step, path in zip(unit.steps, unit.step_paths)]
+    steps = tuple(step for step, _ in kept if step)
+    paths = tuple(path for step, path in kept if step)
+    return Unit(vector, seats, tuple((seat, n) for seat, n in unit.value if exists(seat)), steps, paths)

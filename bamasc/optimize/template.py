@@ -14,7 +14,12 @@ Columns (docs/language.md, "How the compiler binds"):
 - R[i,σ] >= 0: the tokens seat σ reads in statement i, and Q[i,σ,m] >= 0 its
   split by model, so that Σ_m p_in[m]·Q[i,σ,m] is the product of the seat's
   input price and what it reads, linearised exactly (see `_Builder.reads`).
-- O[i] >= 0, for statements with y: the prompt-text and output cost of unit v.
+- O[i] >= 0, for statements with y: the prompt-text and output cost of unit v
+  (one per route branch the statement's calls run under).
+- Z[d] >= 0, for each route d: at least the cost of each of its branches
+  (an epigraph row per branch, linear in the columns above), standing in for
+  the branches in the budget row: only one branch runs (ir/alternatives.py).
+  The deadline has its own, D[d], over each branch's steps.
 
 The budget row is Σ of every call's exact worst case. Every linearised column
 only appears with a positive sign there and in the cost objective, so at any
@@ -32,8 +37,9 @@ from collections import defaultdict
 from bamasc import limits
 from bamasc.ir.latency import call_latency_s
 from bamasc.ir.tokens import output_cap
-from bamasc.optimize.dominance import covers
+from bamasc.ir.alternatives import decisions
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
+from bamasc.optimize.offered import offered_exactly
 from bamasc.optimize.problem import SeatProblem
 from bamasc.optimize.statements import Statement
 from bamasc.records import record, replace
@@ -46,26 +52,6 @@ class TemplateIlp:
     ilp: SeatIlp
     cost: tuple[float, ...]  # per column: its share of the exact worst case, µ$
     budget_row: int | None  # index of the budget row in ilp.rows
-
-
-def offered_exactly(problem: SeatProblem, pool, roles) -> tuple[tuple[int, ...], ...]:
-    """Per slot, the models worth offering, strongest first.
-
-    A model is left out when one kept before it covers it for the slot's role
-    (`dominance.covers`: its tier, no lower quality, no larger output cap, no
-    higher rate, no slower): giving its seats to the kept one keeps tier counts
-    and order, does not lower quality, and lowers every cost the seat pays or
-    makes others pay (a smaller output is a smaller input downstream).
-    """
-    offered = []
-    for s, role in enumerate(roles):
-        kept: list[int] = []
-        for m in problem.strength_order(s):
-            if not problem.excluded and any(covers(pool[k], pool[m], [role]) for k in kept):
-                continue
-            kept.append(m)
-        offered.append(tuple(kept))
-    return tuple(offered)
 
 
 def build(
@@ -96,7 +82,9 @@ class _Builder:
         self.column = {seat: j for j, seat in enumerate(seats.seats)}
         self.extra: list[Column] = []
         self.rows: list[MilpRow] = list(seats.rows)
-        self.cost: dict[int, float] = defaultdict(float)
+        # Per alternative (ir/alternatives.py), each column's share of that branch's worst case;
+        # `finish` folds each route's branches into its Z column, and () is the whole template's.
+        self.costs: dict[tuple, dict[int, float]] = defaultdict(lambda: defaultdict(float))
         # A seat whose own calls alone cost more than the budget is in no binding within it, whatever
         # its coefficient above the budget: capping keeps 1e25 µ$ seats from reaching the solver.
         self.ceiling = 2.0 * min(problem.budget, limits.MAX_BUDGET) + 1.0
@@ -196,16 +184,21 @@ class _Builder:
             for n, u in counts[s].items():
                 same = [(y, 1.0) for unit, y in ys if unit.vector[position] == n]
                 self.row("units", same + [(u, -1.0)], 0.0, 0.0)
-        own = self.new(f"O[{statement.index}]")
-        self.cost[own] += 1.0
+        own: dict[tuple, int] = {}
         for unit, y in ys:
-            terms, most = [], 0.0
+            terms: dict[tuple, list] = defaultdict(list)
+            terms[()] = []  # outside every route: a row per unit, even an empty one
+            most: dict[tuple, float] = defaultdict(float)
             for seat, calls in unit.seats:
                 seat_terms = self.own(seat, calls, y)
-                terms += seat_terms
-                most += max((-v for _, v in seat_terms), default=0.0)
-            # O >= own(x) - most·(1 - y): the unit's own cost when it is the one in force.
-            self.row("own", [(own, 1.0), *terms, (y, -most)], -most, math.inf)
+                terms[calls.alternative] += seat_terms
+                most[calls.alternative] += max((-v for _, v in seat_terms), default=0.0)
+            for path in terms:
+                if path not in own:
+                    own[path] = self.new(f"O[{statement.index}{_label(path)}]")
+                    self.costs[path][own[path]] += 1.0
+                # O >= own(x) - most·(1 - y): the unit's own cost when it is the one in force.
+                self.row("own", [(own[path], 1.0), *terms[path], (y, -most[path])], -most[path], math.inf)
         self.reads(statement, ys)
         if statement.read_later:
             column = self.value_column[statement.index] = self.new(f"W[{statement.index}]")
@@ -246,7 +239,7 @@ class _Builder:
             rate_in, rate_out, fee = self.rates(seat, m, calls)
             value = rate_in * calls.fixed + rate_out * self.cap[s][m] * calls.calls + fee * calls.calls
             if y is None:
-                self.cost[j] += value
+                self.costs[calls.alternative][j] += value
             else:
                 terms.append((j, -min(value, self.ceiling)))
         return terms
@@ -285,26 +278,27 @@ class _Builder:
                 if not read and y is None:
                     # What the seat reads is known: its price times that is linear in x.
                     for j, m in self.models(seat):
-                        self.cost[j] += self.rates(seat, m, calls)[0] * known
+                        self.costs[calls.alternative][j] += self.rates(seat, m, calls)[0] * known
                     continue
                 if most == 0:
                     continue
-                if seat not in read_of:
-                    read_of[seat] = self.new(f"R[{statement.index},{seat}]")
-                r = read_of[seat]
-                most_of[seat] = max(most_of[seat], most)
+                key = (seat, calls.alternative)  # a seat in two branches reads in each, and pays in each
+                if key not in read_of:
+                    read_of[key] = self.new(f"R[{statement.index},{seat}]")
+                r = read_of[key]
+                most_of[key] = max(most_of[key], most)
                 negated = [(c, -v) for c, v in read]
                 if y is None:
                     self.row("reads", [(r, 1.0), *negated], known, math.inf)
                 else:
                     self.row("reads", [(r, 1.0), *negated, (y, -most)], known - most, math.inf)
-        for seat, r in read_of.items():
-            most = most_of[seat]
+        for (seat, path), r in read_of.items():
+            most = most_of[seat, path]
             models = self.models(seat)
             split = [(r, -1.0)]
             for j, m in models:
                 q = self.new(f"Q[{statement.index},{seat},{m}]")
-                self.cost[q] += self.rates(seat, m, None)[0]
+                self.costs[path][q] += self.rates(seat, m, None)[0]
                 self.row("reads", [(q, 1.0), (j, -most)], -math.inf, 0.0)
                 split.append((q, 1.0))
             empty = self.new(f"Q[{statement.index},{seat},none]")
@@ -319,33 +313,51 @@ class _Builder:
         several (a `parallel`) gets a column at least each seat's latency. A
         rotating statement's steps count only for the unit in force (big-M on y).
         """
-        total = []
+        total: dict[tuple, list] = defaultdict(list)  # per alternative, as the cost is
         for statement in statements:
             if statement.padded:
                 (unit,) = statement.units
-                total += self.step_terms(unit)
+                for path, terms in self.step_terms(unit).items():
+                    total[path] += terms
                 continue
-            span = self.new(f"T[{statement.index}]")
-            total.append((span, 1.0))
+            spans: dict[tuple, int] = {}
             for unit in statement.units:
                 y = self.unit_column[statement.index, unit.vector]
-                terms = self.step_terms(unit)
-                most = sum(max((self.latency[s][m] for (s, k) in step for _, m in self.models((s, k))), default=0.0) for step in unit.steps)
-                self.row("deadline", [(span, 1.0), *((j, -v) for j, v in terms), (y, -most)], -most, math.inf)
-        self.row("deadline", total, -math.inf, float(seconds))
+                for path, terms in {(): [], **self.step_terms(unit)}.items():
+                    if path not in spans:
+                        spans[path] = self.new(f"T[{statement.index}{_label(path)}]")
+                        total[path].append((spans[path], 1.0))
+                    most = sum(
+                        max((self.latency[s][m] for (s, k) in step for _, m in self.models((s, k))), default=0.0)
+                        for step, at in zip(unit.steps, unit.step_paths) if at == path
+                    )
+                    self.row("deadline", [(spans[path], 1.0), *((j, -v) for j, v in terms), (y, -most)], -most, math.inf)
+        self.row("deadline", self.fold("D", total), -math.inf, float(seconds))
 
-    def step_terms(self, unit) -> list[tuple[int, float]]:
-        terms = []
-        for step in unit.steps:
+    def step_terms(self, unit) -> dict[tuple, list[tuple[int, float]]]:
+        terms: dict[tuple, list] = defaultdict(list)
+        for step, path in zip(unit.steps, unit.step_paths):
             if len(step) == 1:
-                terms += [(j, self.latency[step[0][0]][m]) for j, m in self.models(step[0])]
+                terms[path] += [(j, self.latency[step[0][0]][m]) for j, m in self.models(step[0])]
                 continue
             slowest = self.new("L")
             for seat in step:
                 seat_terms = [(j, -self.latency[seat[0]][m]) for j, m in self.models(seat)]
                 self.row("deadline", [(slowest, 1.0), *seat_terms], 0.0, math.inf)
-            terms.append((slowest, 1.0))
+            terms[path].append((slowest, 1.0))
         return terms
+
+    def fold(self, name: str, by_path: dict[tuple, list[tuple[int, float]]]) -> list[tuple[int, float]]:
+        """The template's terms from terms per alternative: innermost first, each route's branches
+        become one column at least each branch's sum (`name[d]`), added to where the route runs."""
+        for within, decision, branches in decisions(list(by_path)):
+            epigraph = self.new(f"{name}[{decision}]")
+            for branch in branches:
+                terms = by_path.get(within + ((decision, branch),), ())
+                if terms:
+                    self.row(name, [(epigraph, 1.0), *((j, -v) for j, v in terms)], 0.0, math.inf)
+            by_path.setdefault(within, []).append((epigraph, 1.0))
+        return list(by_path.get((), ()))
 
     def finish(self) -> TemplateIlp:
         problem = self.problem
@@ -357,11 +369,24 @@ class _Builder:
                 # A seat no unit calls must stay empty (an idle instance; see bind.py).
                 terms = [(j, 1.0) for j, _ in self.models(seat)] + [(y, -1.0) for y in self.calling.get(seat, ())]
                 self.row(f"idle[{name}]", terms, -math.inf, 0.0)
-        width = len(self.seats.seats) + len(self.extra)
         seats = len(self.seats.seats)
-        cost = tuple(min(self.cost.get(j, 0.0), self.ceiling) if j < seats else self.cost.get(j, 0.0) for j in range(width))
+
+        def capped(j: int, value: float) -> float:
+            return min(value, self.ceiling) if j < seats else value
+
+        by_path = {path: [(j, capped(j, v)) for j, v in terms.items()] for path, terms in self.costs.items()}
+        top: dict[int, float] = defaultdict(float)
+        for j, v in self.fold("Z", by_path):
+            top[j] += v
+        width = len(self.seats.seats) + len(self.extra)
+        cost = tuple(top.get(j, 0.0) for j in range(width))
         budget_row = None
         if problem.budget < math.inf:
             budget_row = len(self.rows)
             self.row("budget", [(j, c) for j, c in enumerate(cost) if c], -math.inf, float(problem.budget))
         return TemplateIlp(SeatIlp(self.seats.seats, tuple(self.rows), tuple(self.extra)), cost, budget_row)
+
+
+def _label(path: tuple) -> str:
+    """How a column's name shows the route branch it prices: `O[0@billing]`; nothing outside routes."""
+    return "".join(f"@{branch}" for _, branch in path)

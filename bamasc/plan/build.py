@@ -16,6 +16,7 @@ from bamasc.plan.schema import (
     SystemPlan,
     TemplatePlan,
 )
+from bamasc.plan.routes import plan_decisions
 from bamasc.syntax.resources import STDLIB_PATH
 
 # The binding row of a template bound within the budget whose worst-case latency misses the deadline.
@@ -124,6 +125,7 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
     nodes = ()
     answer_nodes = ()
     latency = None
+    decisions = ()
     if binding.feasible:
         from bamasc.ir.graph import LATENCY_FIELD, call_graph, critical_path, reads
         from bamasc.ir.latency import call_latency_s
@@ -134,6 +136,7 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
         nodes = tuple(PlanNode(id=node, inputs=reads(graph, node), **data) for node, data in graph.nodes(data=True))
         answer_nodes = graph.graph["answer"]
         latency = critical_path(graph).seconds
+        decisions = plan_decisions(nodes, binding.unrolled.choices)
     elif binding.binding_rows == (DEADLINE_ROW,):
         # Bound, but too slow for the deadline: its bound says by how much.
         from bamasc.ir.latency import worst_case_latency
@@ -156,4 +159,5 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
         answer_nodes=answer_nodes,
         cheapest_cost=binding.cheapest_cost,
         binding_rows=binding.binding_rows,
+        decisions=decisions,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from bamasc.check.linear import linear_row
-from bamasc.ir.bounds import call_bounds
+from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.graph import critical_path
 from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
@@ -40,7 +40,7 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
                 continue
             trial = dict(chosen)
             trial[(seat.slot, seat.instance)] = model
-            bound = sum(b.cost for b in call_bounds(calls, trial, program.roles, system.task_tokens))
+            bound = worst_case_cost(calls, call_bounds(calls, trial, program.roles, system.task_tokens))
             broken = [i for i, row in enumerate(rows) if not _holds(row, trial)]
             seconds = worst_case_latency(calls, trial, program.roles).seconds if deadline is not None else None
             findings.append(
@@ -146,6 +146,7 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         "",
         "Calls (tokens x USD/Mtok = µ$):",
         text_table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),
+        *route_lines(template),
         *latency_lines(template),
         *conversation_lines(program, template),
         "",
@@ -166,6 +167,21 @@ def _latency_note(system: SystemPlan, template: TemplatePlan) -> str:
         return ""
     deadline = f" of a {system.deadline_s:g} s deadline" if system.deadline_s is not None else ""
     return f", {template.worst_case_latency_s:.3f} s{deadline}"
+
+
+def route_lines(template: TemplatePlan) -> list[str]:
+    """Each route's branches: exactly one runs, so the bound counts the costliest (marked)."""
+    lines = []
+    for decision in template.decisions:
+        fallback = f"'{decision.fallback}'" if decision.fallback else "none: a reply naming no branch fails the task"
+        lines += ["", f"Route {decision.id} (one branch runs; the bound takes the costliest; fallback {fallback}):"]
+        rows = [
+            [("* " if b.name == decision.worst_case_branch else "  ") + b.name, str(len(b.nodes)), f"{b.cost:.1f}",
+             "-" if b.latency_s is None else f"{b.latency_s:.3f}"]
+            for b in decision.branches
+        ]
+        lines.append(text_table(["branch", "calls", "bound µ$", "worst case s"], rows))
+    return lines
 
 
 def latency_lines(template: TemplatePlan) -> list[str]:

@@ -69,6 +69,16 @@ def _edges(graph):
         yield node, "answer", False
 
 
+def _choices(template: TemplatePlan):
+    """Each route's alternative edges: (router, first call of the branch or `answer`, label, worst),
+    `worst` for the branch the proven bound takes."""
+    for decision in template.decisions:
+        for branch in decision.branches:
+            label = branch.name + (" (fallback)" if branch.name == decision.fallback else "")
+            target = branch.nodes[0] if branch.nodes else "answer"
+            yield decision.id, target, label, branch.name == decision.worst_case_branch
+
+
 def mermaid(template: TemplatePlan) -> str:
     graph = template.graph()
     ids = {node: f"n{i}" for i, node in enumerate(graph)} | {"task": "task", "answer": "answer"}
@@ -80,6 +90,9 @@ def mermaid(template: TemplatePlan) -> str:
     for source, target, conditional in _edges(graph):
         line = f"  {ids[source]} {'-.->' if conditional else '-->'} {ids[target]}"
         (answer if target == "answer" else lines).append(line)
+    for router, target, label, worst in _choices(template):
+        arrow = f'== "{label}: worst case" ==>' if worst else f'-. "{label}" .->'
+        (answer if target == "answer" else lines).append(f"  {ids[router]} {arrow} {ids[target]}")
     return "\n".join(lines + answer) + "\n"
 
 
@@ -92,6 +105,9 @@ def dot(template: TemplatePlan) -> str:
         lines.append(f'  "{node}" [label="{_label(node, data)}"];')
     for source, target, conditional in _edges(graph):
         lines.append(f'  "{source}" -> "{target}"{" [style=dashed]" if conditional else ""};')
+    for router, target, label, worst in _choices(template):
+        style = f'label="{label}: worst case", style=bold' if worst else f'label="{label}", style=dotted'
+        lines.append(f'  "{router}" -> "{target}" [{style}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 

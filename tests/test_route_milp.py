@@ -1,0 +1,183 @@
+"""The template MILP on flows with `route`: it prices a route as its costliest branch, exactly.
+
+Random route templates (branches of every combinator, nested routes, a seat
+called in two branches, a route's value read later) are bound by the one MILP
+with count indicators, by enumeration, and by brute force over every binding
+priced on its unrolled calls with `worst_case_cost`. All must agree; had the
+MILP summed the branches, it would miss bindings that fit only because one
+branch runs. At several budgets the compiler never reports BAM504 (the MILP
+priced a binding below its exact bound), and a larger budget loses nothing.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bamasc.ir.alternatives import worst_case
+from bamasc.ir.bounds import call_bounds
+from bamasc.ir.unroll import unroll
+from bamasc.optimize import bind
+from tests.test_template_milp import brute_force, load, objective, same
+
+ROLES = '''
+role Router {
+  max_output = 8
+  prompt = "Route {{task}}"
+}
+role Executor {
+  max_output = %(exec_cap)s
+  reads = answer
+  prompt = """
+    Solve: {{task}} {{previous?}}{{solution?}}{{feedback?}}{{plan?}}{{step?}}%(drafts)s
+    """
+}
+role Critic {
+  max_output = 64
+  reads = verdict
+  prompt = "Check {{solution}} for {{task}}."
+}
+role Planner {
+  max_output = 80
+  reads = plan
+  prompt = "Plan {{task}} {{feedback?}}"
+}
+role Formatter {
+  max_output = 32
+  reads = answer
+  prompt = "Answer {{task}} from %(picked)s"
+}
+'''
+
+# (name, slots, flow); `router` and `inner` are [1..1], `formatter` and `planner` [1..1].
+FLOWS = [
+    (
+        "chain-or-refine",
+        ["router:Router", "executor:Executor", "writer:Executor", "critic:Critic"],
+        "answer route router(task) {\n      fast: chain executor(task)\n"
+        "      careful: refine writer(task) with critic until approved\n      otherwise: task\n    }",
+    ),
+    (
+        "vote-or-redo",
+        ["drafter:Executor", "router:Router", "executor:Executor"],
+        "drafts = parallel drafter(task)\n    answer route router(task) {\n      pick: vote(drafts)\n"
+        "      redo: chain executor(task, drafts)\n      otherwise: task\n    }",
+    ),
+    (
+        "nested, one seat in two branches",
+        ["router:Router", "inner:Router", "executor:Executor", "writer:Executor", "critic:Critic"],
+        "answer route router(task) {\n      a: route inner(task) {\n        x: chain executor(task)\n"
+        "        otherwise: chain writer(task)\n      }\n"
+        "      b: refine writer(task) with critic until approved\n      otherwise: chain executor(task)\n    }",
+    ),
+    (
+        "read later",
+        ["router:Router", "executor:Executor", "writer:Executor", "formatter:Formatter"],
+        "picked = route router(task) {\n      one: chain executor(task)\n      two: chain writer(task)\n"
+        "      otherwise: task\n    }\n    answer formatter(task, picked)",
+    ),
+    (
+        "plan in a branch",
+        ["router:Router", "planner:Planner", "executor:Executor", "critic:Critic"],
+        "answer route router(task) {\n      plan: plan planner(task) using executor review critic max_steps 2\n"
+        "      otherwise: chain executor(task)\n    }",
+    ),
+]
+
+
+def random_route_source(rng: random.Random, flows=FLOWS) -> tuple[str, str]:
+    name, slots, flow = rng.choice(flows)
+    models = []
+    for m in range(rng.randint(2, 3)):
+        cap = rng.choice(["", f"max_output = {rng.choice([16, 48, 96])}"])
+        models.append(
+            f"model m{m} {{\n  provider = fake\n  name = \"m{m}\"\n"
+            f"  price {{ input = {rng.choice([0.1, 0.5, 1.0, 3.0])}  output = {rng.choice([0.4, 2.0, 5.0, 15.0])} }}\n"
+            f"  tier = {1 if m == 0 else rng.randint(1, 2)}\n  {cap}\n}}\n"
+        )
+    slot_lines = []
+    for slot in slots:
+        slot_name, role = slot.split(":")
+        if slot_name in ("router", "inner", "planner", "formatter"):
+            lo = hi = 1
+        else:
+            lo = rng.choice([0, 1])
+            hi = lo + rng.randint(0 if lo else 1, 2)
+        slot_lines.append(f"  slot {slot_name} : {role} [{lo}..{hi}]")
+    budget = rng.choice([300, 800, 2000, 6000])
+    source = (
+        "\n".join(models)
+        + ROLES % {"exec_cap": rng.choice([64, 128]), "picked": "{{picked}}" if "picked" in flow else "",
+                   "drafts": "{{drafts?}}" if "drafts" in flow else ""}
+        + "topology t {\n" + "\n".join(slot_lines) + f"\n  flow {{\n    {flow}\n  }}\n}}\n"
+        + f"system s {{\n  models = [{', '.join(f'm{m}' for m in range(len(models)))}]\n  topologies = [t]\n"
+        + f"  budget = {budget}\n  task_tokens = 40\n  min_agents = 1\n}}\n"
+    )
+    return name, source
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_route_milp_equals_enumeration_and_brute_force(tmp_path, monkeypatch, seed):
+    rng = random.Random(5000 + seed)
+    _, source = random_route_source(rng)
+    program = load(tmp_path, source)
+    system = program.systems["s"]
+    truth = brute_force(program, system.budget)
+    enumerated = objective(bind.bind_template(program, system, "t", system.budget))
+    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
+    one = objective(bind.bind_template(program, system, "t", system.budget))
+    assert same(enumerated, truth), (source, enumerated, truth)
+    assert same(one, truth), (source, one, truth)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_route_bindings_at_growing_budgets(tmp_path, monkeypatch, seed):
+    """Never BAM504 (bind raises SolverError), the bound is the costliest branch, and more budget loses nothing."""
+    rng = random.Random(7000 + seed)
+    _, source = random_route_source(rng)
+    program = load(tmp_path, source)
+    system = program.systems["s"]
+    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", rng.choice([0, 64]))
+    previous = None
+    for budget in sorted(rng.sample(range(100, 8000), 5)):
+        binding = bind.bind_template(program, system, "t", float(budget))
+        found = objective(binding)
+        if binding.feasible:
+            calls = binding.unrolled.calls
+            total = sum(bound.cost for bound in binding.bounds)
+            worst = worst_case(((c.alternative, b.cost) for c, b in zip(calls, binding.bounds)), binding.unrolled.choices)
+            assert binding.worst_case_cost == pytest.approx(worst.total)
+            assert binding.worst_case_cost <= total + 1e-9
+        if previous is not None:
+            assert found is not None, (source, budget)
+            assert found[:-1] >= previous[:-1], (source, budget, found, previous)
+        previous = found if found is not None else previous
+
+
+def test_a_binding_that_fits_only_because_one_branch_runs(tmp_path):
+    """Two branches on the dear model each fit the budget, both together do not: the route is bound."""
+    source = """
+model dear { provider = fake  name = "d"  price { input = 1  output = 10 }  tier = 1 }
+model cheap { provider = fake  name = "c"  price { input = 0.1  output = 1 }  tier = 2 }
+role Router { max_output = 4  prompt = "Route {{task}}" }
+role Agent { max_output = 100  prompt = "Answer {{task}}" }
+topology t {
+  slot router : Router [1..1]
+  slot left   : Agent  [1..1]
+  slot right  : Agent  [1..1]
+  flow { answer route router(task) { left: left(task)  otherwise: right(task) } }
+}
+system s { models = [dear, cheap]  topologies = [t]  budget = 1200  task_tokens = 10 }
+"""
+    program = load(tmp_path, source)
+    system = program.systems["s"]
+    binding = bind.bind_template(program, system, "t", system.budget)
+    assert binding.feasible
+    assert {seat.slot: seat.model for seat in binding.seats} == {"router": "dear", "left": "dear", "right": "dear"}
+    calls = unroll(program.topologies["t"], dict(binding.counts)).calls
+    model_of = {(s.slot, s.instance): program.models[s.model] for s in binding.seats}
+    costs = {b.node: b.cost for b in call_bounds(calls, model_of, program.roles, system.task_tokens)}
+    router, left, right = (costs[c.id] for c in calls)
+    assert router + left + right > system.budget  # the sum would not fit ...
+    assert binding.worst_case_cost == pytest.approx(router + max(left, right))  # ... the route does
