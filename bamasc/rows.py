@@ -159,15 +159,35 @@ def read_jsonl(path: str, read_row, error: type[Exception], skip_bad: bool = Fal
 
 
 def drop_torn_line(path: str) -> None:
-    """Cut a last line that a process killed mid-write left without its b"\\n", so that appended lines start clean."""
+    """Cut a last line that a process killed mid-write left without its b"\\n", so that appended lines start clean.
+
+    The file is read backwards from its end, a block at a time, to the last
+    b"\\n": a long trace is not read whole to drop a few bytes.
+    """
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return
     with open(path, "rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
+        end = handle.seek(0, os.SEEK_END)
+        handle.seek(end - 1)
         if handle.read(1) == b"\n":
             return
-        data = handle.seek(0) or handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)
+        handle.truncate(last_newline(handle, end) + 1)
+
+
+_BLOCK = 1 << 16
+
+
+def last_newline(handle, end: int) -> int:
+    """The offset of the last b"\\n" before `end` in a binary file, or -1 if it has none."""
+    position = end
+    while position > 0:
+        start = max(0, position - _BLOCK)
+        handle.seek(start)
+        found = handle.read(position - start).rfind(b"\n")
+        if found >= 0:
+            return start + found
+        position = start
+    return -1
 
 
 def skip_space(text: str, position: int) -> int:

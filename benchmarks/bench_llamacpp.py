@@ -57,7 +57,8 @@ class Clock:
 
 def bamasc_side(compiled, task, shared) -> tuple[Clock, int, list]:
     """One task through exec's runner: its clock, generated tokens, and the calls the model ran."""
-    from bamasc.runtime.execute import ExecOptions, run_tasks
+    from bamasc.runtime.execute import ExecOptions
+    from bamasc.runtime.workers import run_tasks
 
     recorded = []
     models = list({id(m): m for m in shared}.values())

@@ -149,7 +149,8 @@ async def bare_loop(
 
 def bamasc_run(compiled, calls: int, concurrency: int, folder: str) -> tuple[float, float]:
     """Seconds and client CPU seconds for `calls` one-call tasks through `run_tasks`, trace file included."""
-    from bamasc.runtime.execute import ExecOptions, Task, run_tasks
+    from bamasc.runtime.execute import ExecOptions, Task
+    from bamasc.runtime.workers import run_tasks
 
     tasks = [Task(f"t{i}", f"task {i}") for i in range(calls)]
     trace = os.path.join(folder, f"trace-{concurrency}.jsonl")

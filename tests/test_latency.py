@@ -21,7 +21,8 @@ from bamasc.plan.schema import dumps
 from bamasc.program import Latency
 from bamasc.records import replace
 from bamasc.runtime.deadline import DeadlineGuard
-from bamasc.runtime.execute import ExecOptions, Task, run_tasks
+from bamasc.runtime.execute import ExecOptions, Task
+from bamasc.runtime.workers import run_tasks
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider

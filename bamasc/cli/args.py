@@ -98,6 +98,16 @@ RUN_OPTIONS = {
     "--skip-bad-rows": dict(action="store_true", help="report malformed dataset rows and go on"),
     "--timeout": dict(type=seconds, default=60.0, help="seconds per call attempt (default 60)"),
     "--retries": dict(type=int, default=3, help="retries per call after the first attempt (default 3)"),
+    "--total-budget": dict(
+        type=budget, metavar="B",
+        help="µ$ (or $) for the whole batch: a task starts only if its worst case fits in what is left, "
+             "at a lower per-task budget of the system's `budgets` if need be, else it is skipped (docs/scale.md)",
+    ),
+    "--allocate": dict(
+        metavar="OFFLINE_JSONL",
+        help="with --total-budget: pick each task's budget from the system's `budgets` to maximise expected "
+             "successes, estimated from this offline table (`collect` rows)",
+    ),
 }
 
 

@@ -26,8 +26,10 @@ def add_parser(commands) -> None:
     cli_args.add_run_options(bench, "--concurrency", concurrency="tasks run at once (default 8)")
     bench.add_argument("-o", "--output", metavar="JSON", help="write the results here")
     bench.add_argument("--plot", metavar="PNG", help="draw mean cost against accuracy here")
-    cli_args.add_run_options(bench, "--fake", "--cassette", "--skip-bad-rows",
-                             cassette="replay recorded calls instead of calling providers")
+    cli_args.add_run_options(bench, "--fake", "--cassette", "--skip-bad-rows", "--total-budget",
+                             cassette="replay recorded calls instead of calling providers",
+                             total_budget="µ$ (or $) for every run of the benchmark together: a task starts only if "
+                                          "its worst case fits in what is left, else it is skipped (scored wrong)")
     scoring.add_sandbox_options(bench)
     bench.set_defaults(run=run)
 
@@ -79,6 +81,12 @@ def run(args) -> int:
     if isolation is None:
         return report.return_code
     options = ExecOptions(concurrency=args.concurrency, fake_mode=args.fake, cassette=args.cassette)
+    if args.total_budget is not None:
+        from bamasc.runtime.batch import BatchBudget
+
+        # One ledger for every budget and baseline: the total is the whole benchmark's.
+        options = ExecOptions(concurrency=args.concurrency, fake_mode=args.fake, cassette=args.cassette,
+                              total_budget=args.total_budget, ledger=BatchBudget(args.total_budget))
     workers = max(1, min(args.concurrency, os.cpu_count() or 1))
 
     def progress(run: dict) -> None:

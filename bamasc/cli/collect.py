@@ -21,7 +21,9 @@ def add_parser(commands) -> None:
                          help="budgets in µ$ (default: the system's `budgets`, else its `budget`)")
     cli_args.add_run_options(collect, "--concurrency", "--fake", "--cassette", "--record")
     collect.add_argument("--trace", metavar="JSONL", help="append one line per call and per run here")
-    cli_args.add_run_options(collect, "--skip-bad-rows", "--timeout", "--retries")
+    cli_args.add_run_options(collect, "--skip-bad-rows", "--timeout", "--retries", "--total-budget",
+                             total_budget="µ$ (or $) for the whole collect, rows already in the output included: a run "
+                                          "starts only if its budget fits in what is left; the others are left out")
     collect.set_defaults(run=run)
 
 
@@ -56,6 +58,7 @@ def run(args) -> int:
         record=args.record,
         retry=cli_args.retry_policy(args),
         trace_path=args.trace,
+        total_budget=args.total_budget,
     )
     progress = output.ProgressBar()
     try:
@@ -75,6 +78,9 @@ def run(args) -> int:
         f"{summary.written} rows written to {args.output} ({len(tasks)} tasks, {len(plans)} budgets, "
         f"{len(system.topologies)} templates; {summary.infeasible} infeasible, {summary.skipped} already there{rate})"
     )
+    if summary.over_total:
+        print(f"{summary.over_total} runs left out: the total budget of {args.total_budget:g} µ$ had no room for them "
+              "(the same command with a larger total runs them)")
     return report.return_code
 
 

@@ -32,7 +32,7 @@ def add_parser(commands) -> None:
     cli_args.add_run_options(execute, "--fake", "--cassette", "--record")
     execute.add_argument("--guard", choices=("reserve", "posthoc"), default="reserve",
                          help="posthoc is the paper's after-the-fact check, kept as a benchmark baseline only")
-    cli_args.add_run_options(execute, "--skip-bad-rows", "--timeout", "--retries")
+    cli_args.add_run_options(execute, "--skip-bad-rows", "--timeout", "--retries", "--total-budget", "--allocate")
     execute.set_defaults(run=run)
 
 
@@ -44,6 +44,10 @@ def run(args) -> int:
     plan, program = loaded
     tasks = _tasks(report, args)
     if tasks is None:
+        return report.return_code
+    from bamasc.cli import batch_budget
+
+    if not batch_budget.check(report, args):
         return report.return_code
     if args.resume and not args.trace:
         output.usage(report, "--resume needs --trace FILE: the trace holds what each task already spent")
@@ -61,9 +65,10 @@ def run(args) -> int:
     import asyncio
 
     from bamasc.records import replace
-    from bamasc.runtime.execute import ExecOptions, run_tasks
+    from bamasc.runtime.execute import ExecOptions
     from bamasc.runtime.providers.base import ProviderError
     from bamasc.runtime.report import dataset_report, task_report
+    from bamasc.runtime.workers import run_batch
 
     options = ExecOptions(
         concurrency=args.concurrency,
@@ -76,7 +81,9 @@ def run(args) -> int:
         retry=cli_args.retry_policy(args),
         template=args.template,
     )
-    calls: list[dict] = []
+    # The one task's calls are kept for its ledger table; a dataset's are only summed.
+    calls: list[dict] | None = [] if args.task is not None else None
+    first: list = []
     progress = output.ProgressBar() if args.dataset else None
     try:
         system = plan.system(args.system)
@@ -89,7 +96,16 @@ def run(args) -> int:
             except PolicyError as problem:
                 output.failure(report, problem)
                 return _ended(report, live)
-        results, summary, skipped = asyncio.run(run_tasks(plan, program, system.name, tasks, options, progress, calls))
+        if args.total_budget is not None:
+            options = batch_budget.options(report, args, program, system, options, len(tasks))
+            if options is None:
+                return _ended(report, live)
+
+        def keep_first(result) -> None:
+            if not first:
+                first.append(result)
+
+        outcome = asyncio.run(run_batch(plan, program, system.name, tasks, options, progress, calls, keep_first))
     except KeyError as problem:
         output.usage(report, f"unknown system or template: {problem}")
         return _ended(report, live)
@@ -102,16 +118,19 @@ def run(args) -> int:
         return _ended(report, live)
     if progress is not None:
         progress.close()
-    template = system.template(results[0].template if results else options.template or system.selection["selected"])
-    if args.task is not None and results:
-        print(task_report(results[0], template, calls))
+    totals = outcome.totals
+    if args.task is not None and first and first[0].template is not None:
+        print(task_report(first[0], system.template(first[0].template), calls))
     else:
-        print(dataset_report(results, summary, skipped))
+        print(dataset_report(totals, outcome.summary, len(outcome.done)))
+    if outcome.ledger is not None:
+        print(batch_budget.summary(outcome))
     if args.dry_run:
-        worst = max((r.cost for r in results), default=0.0)
-        bound = max((r.bound for r in results), default=template.worst_case_cost)
-        print(f"dry run (every call answered with its full output cap): worst spent {worst:.1f} µ$, bound {bound:.1f} µ$")
-    if any(r.overran or r.status in FAILED_STATUSES for r in results):
+        template = system.template(options.template or system.selection["selected"])
+        bound = totals.worst_bound if totals.worst_bound is not None else template.worst_case_cost
+        print(f"dry run (every call answered with its full output cap): worst spent {totals.worst_cost:.1f} µ$, "
+              f"bound {bound:.1f} µ$")
+    if totals.overran or any(totals.statuses[status] for status in FAILED_STATUSES):
         report.failed()
     if live is not None:
         live.finish(report, program, plan)
@@ -127,7 +146,7 @@ def _ended(report: Report, live) -> int:
 
 def _tasks(report: Report, args):
     """The one --task, or the --dataset's tasks; None once a problem is reported."""
-    from bamasc.runtime.execute import DatasetError, Task, read_dataset
+    from bamasc.runtime.execute import DatasetError, DatasetStream, Task
 
     if args.task is not None:
         return [Task("task", args.task)]
@@ -136,4 +155,4 @@ def _tasks(report: Report, args):
     if args.trace and os.path.exists(args.trace) and os.path.samefile(args.trace, args.dataset):
         output.usage(report, f"--trace {args.trace} is the dataset itself: traces are appended to")
         return None
-    return inputs.rows(report, read_dataset, args.dataset, args.skip_bad_rows, DatasetError)
+    return inputs.rows(report, DatasetStream.open, args.dataset, args.skip_bad_rows, DatasetError)

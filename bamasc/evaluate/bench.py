@@ -18,7 +18,8 @@ from collections import Counter
 from bamasc.evaluate.datasets import Dataset
 from bamasc.evaluate.scorers import Verdict, score_items
 from bamasc.records import replace
-from bamasc.runtime.execute import ExecOptions, Task, run_tasks
+from bamasc.runtime.execute import ExecOptions, Task
+from bamasc.runtime.workers import run_tasks
 
 RESULT_KEYS = ("file", "system", "dataset", "kind", "tasks", "runs")
 
@@ -149,7 +150,7 @@ def summarize(dataset: Dataset, results, verdicts: list[Verdict]) -> dict:
         "p95_cost": round(percentile(costs, 95), 6) if costs else 0.0,
         "max_cost": round(max(costs), 6) if costs else 0.0,
         "overruns": sum(result.overran for result in results),
-        "templates": dict(Counter(result.template for result in results).most_common()),
+        "templates": dict(Counter(result.template for result in results if result.template is not None).most_common()),
         "statuses": dict(Counter(result.status for result in results).most_common()),
         "items": items,
     }

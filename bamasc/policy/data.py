@@ -193,9 +193,15 @@ def read_scored_tasks(path: str, skip_bad: bool = False) -> tuple[list[ScoredTas
 
 def done_keys(path: str) -> set[tuple[str, float, str]]:
     """(task id, budget, template) of every whole row already in `path` (what a resumed collect skips)."""
+    return done_rows(path)[0]
+
+
+def done_rows(path: str) -> tuple[set[tuple[str, float, str]], float]:
+    """The keys of the rows already in `path`, and what their runs charged (µ$), which a total budget counts."""
     keys = set()
+    spent = 0.0
     if not os.path.exists(path):
-        return keys
+        return keys, spent
     for _, data, problem in parse_lines(line for _, line in lines(path)):
         if problem is not None:
             continue  # a line cut short by a crash
@@ -203,7 +209,10 @@ def done_keys(path: str) -> set[tuple[str, float, str]]:
             keys.add((str(data["task_id"]), float(data["budget"]), data["template"]))
         except (KeyError, TypeError, ValueError, OverflowError):
             continue  # not a row of ours
-    return keys
+        cost = data.get("cost")
+        if type(cost) in (int, float) and 0 <= cost <= MAX_BUDGET:
+            spent += cost
+    return keys, spent
 
 
 class RowWriter:
@@ -230,6 +239,7 @@ class CollectOptions:
     retry: object = None  # RetryPolicy; None for the default
     seed: int = 0
     trace_path: str | None = None
+    total_budget: float | None = None  # µ$ for the whole collect, the rows already in the output included
 
 
 @record
@@ -238,6 +248,7 @@ class CollectSummary:
     skipped: int  # rows already in the output (resume)
     infeasible: int  # rows of templates with no binding at their budget
     successes: int
+    over_total: int = 0  # runs left out because the total budget had no room (the same command runs them later)
 
 
 async def collect(
@@ -271,13 +282,17 @@ async def collect(
                     raise OfflineDataError("scoring code answers needs bamasc.evaluate (tests are run in its sandbox)")
                 if reference_answer(task.row, kind) is None:
                     raise OfflineDataError(f"task {task.id!r} has no reference answer ('answer' or 'solution') to score against")
-    done = done_keys(output)
+    done, spent_before = done_rows(output)
+    ledger = None
+    if options.total_budget is not None:
+        from bamasc.runtime.batch import BatchBudget
+
+        ledger = BatchBudget(options.total_budget, spent=spent_before)
     writer = RowWriter(output)
     trace = TraceWriter(options.trace_path)
-    limit = asyncio.Semaphore(max(1, options.concurrency))
     retry = options.retry or RetryPolicy()
-    counts = {"written": 0, "skipped": 0, "infeasible": 0, "successes": 0}
-    jobs = []
+    counts = {"written": 0, "skipped": 0, "infeasible": 0, "successes": 0, "over_total": 0}
+    total = 0
     for budget, (plan, program) in plans.items():
         system = plan.system(system_name) if plan is not None else None
         feasible = [t.name for t in system.templates if t.feasible] if system is not None else []
@@ -286,20 +301,38 @@ async def collect(
                 if (task.id, float(budget), name) in done:
                     counts["skipped"] += 1
                 elif name in feasible:
-                    jobs.append((budget, system, program, task, name, 1.0 / len(feasible)))
+                    total += 1
                 else:
                     writer.write(row_data(OfflineRow(task.id, task.text, float(budget), name, False, 0.0, False)))
                     counts["written"] += 1
                     counts["infeasible"] += 1
-    total = len(jobs)
+
+    def jobs():
+        """Every run still to do, made as the workers take them: never a list of them all."""
+        for budget, (plan, program) in plans.items():
+            system = plan.system(system_name) if plan is not None else None
+            feasible = [t.name for t in system.templates if t.feasible] if system is not None else []
+            for task in tasks:
+                for name in templates:
+                    if name in feasible and (task.id, float(budget), name) not in done:
+                        yield budget, system, program, task, name, 1.0 / len(feasible)
+
     providers: dict = {}
+    ran = 0
 
     async def one(budget, system, program, task, name, probability) -> None:
-        async with limit:
+        nonlocal ran
+        if ledger is not None and not await _room(ledger, system.budget):
+            counts["over_total"] += 1
+        else:
             guard = BudgetGuard(system.budget)
-            run = TaskRun(program, system, system.template(name), providers, guard,
-                          task.id, task.text, trace, retry, options.seed)
-            result = await run.run()
+            try:
+                run = TaskRun(program, system, system.template(name), providers, guard,
+                              task.id, task.text, trace, retry, options.seed)
+                result = await run.run()
+            finally:
+                if ledger is not None:
+                    await ledger.settle(system.budget, guard.charged)
             success = bool(score(system.answer, result.output, task.row)) if result.status != "error" else False
             trace.task({"task_id": task.id, "budget": float(budget), "template": name, "answer": result.answer,
                         "success": success, "cost": round(result.cost, 6), "status": result.status, "error": result.error})
@@ -312,18 +345,33 @@ async def collect(
             )
             counts["written"] += 1
             counts["successes"] += success
-            if progress is not None:
-                progress(counts["written"] - counts["infeasible"], total)
+        ran += 1
+        if progress is not None:
+            progress(ran, total)
+
+    async def worker(source) -> None:
+        for job in source:  # one generator for every worker: `next` does not await
+            await one(*job)
 
     exec_options = ExecOptions(fake_mode=options.fake_mode, cassette=options.cassette, record=options.record)
     try:
-        if jobs:
+        if total:
             # The source is the same at every budget, so one set of providers (one cassette writer) serves all.
-            providers.update(make_providers(jobs[0][2], system_name, exec_options))
-        await asyncio.gather(*(one(*job) for job in jobs))
+            providers.update(make_providers(next(iter(plans.values()))[1], system_name, exec_options))
+        source = jobs()
+        await asyncio.gather(*(worker(source) for _ in range(max(1, options.concurrency))))
     finally:
         writer.close()
         trace.close()
         for provider in providers.values():
             await provider.aclose()
     return CollectSummary(**counts)
+
+
+async def _room(ledger, amount: float) -> bool:
+    """Hold `amount` of the total for a run, waiting while runs in flight may give some back; False: no room."""
+    while not await ledger.reserve(amount):
+        if ledger.held <= 1e-9 or amount > ledger.remaining + ledger.held + 1e-9:
+            return False
+        await ledger.wait()
+    return True

@@ -10,7 +10,7 @@ from bamasc.records import record
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard
 from bamasc.runtime.interpreter import TaskResult, TaskRun
 from bamasc.runtime.retry import RetryPolicy
-from bamasc.runtime.trace import TaskLedger, TraceWriter, read_ledgers
+from bamasc.runtime.trace import TaskLedger, TraceWriter
 
 TASK_FIELDS = ("task", "question", "text", "problem", "prompt")
 ID_FIELDS = ("id", "task_id")
@@ -71,6 +71,10 @@ class ExecOptions:
     seed: int = 0
     template: str | None = None  # run this template instead of the selected one
     selector: object = None  # select = policy(...): task texts -> a template name per task
+    total_budget: float | None = None  # µ$ for the whole batch (runtime/batch.py); None: no cap beyond each task's
+    budget_plans: tuple = ()  # (budget, SystemPlan, selector or None): the system compiled at other per-task budgets
+    allocator: object = None  # picks each task's per-task budget under the total (runtime/allocate.py)
+    ledger: object = None  # a BatchBudget (or one behind an actor) to share instead of a new one of total_budget
 
 
 def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[str]]:
@@ -81,7 +85,7 @@ def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[st
     return read_jsonl(path, task_reader(), DatasetError, skip_bad)
 
 
-def task_reader():
+def task_reader(check_duplicates: bool = True):
     """`read(row, number, where) -> Task` for one file's rows; it remembers the ids it gave, to refuse a duplicate."""
     seen: set[str] = set()
 
@@ -92,12 +96,73 @@ def task_reader():
         if field is None:
             raise DatasetError(f"{where}: no task text (one of the fields {', '.join(TASK_FIELDS)})")
         task_id = str(next((row[f] for f in ID_FIELDS if row.get(f) is not None), number))
-        if task_id in seen:
-            raise DatasetError(f"{where}: duplicate task id {task_id!r}")
-        seen.add(task_id)
+        if check_duplicates:
+            if task_id in seen:
+                raise DatasetError(f"{where}: duplicate task id {task_id!r}")
+            seen.add(task_id)
         return Task(task_id, row[field])
 
     return read
+
+
+class DatasetStream:
+    """A dataset's tasks read from its file as they are run, so a large one is never held whole.
+
+    `open` reads the file once to check every row (a bad row stops the run
+    before any task starts, as when rows were read whole) and keeps only the
+    ids, for duplicates and the progress bar's total, and the line numbers of
+    rows skipped; iterating reads it again, a row at a time.
+    """
+
+    def __init__(self, path: str, ids: set[str], bad: set[int]) -> None:
+        self.path = path
+        self._ids: set[str] | None = ids
+        self.count = len(ids)
+        self.bad = bad
+
+    @classmethod
+    def open(cls, path: str, skip_bad: bool = False) -> tuple[DatasetStream, list[str]]:
+        """The stream and (with `skip_bad`) a message per row left out; a bad row otherwise raises DatasetError."""
+        from bamasc.rows import parse_lines
+
+        ids: set[str] = set()
+        bad: set[int] = set()
+        problems: list[str] = []
+        read = task_reader()
+        try:
+            handle = open(path, "rb")
+        except OSError as problem:
+            raise DatasetError(f"{path}: cannot read the file: {problem.strerror}") from None
+        with handle:  # as rows.read_jsonl reads, keeping the ids only
+            for number, value, problem in parse_lines(handle):
+                where = f"{path}:{number}"
+                try:
+                    if problem is not None:
+                        raise DatasetError(f"{where}: {problem}")
+                    ids.add(read(value, number, where).id)
+                except DatasetError as wrong:
+                    if not skip_bad:
+                        raise
+                    problems.append(str(wrong))
+                    bad.add(number)
+        return cls(path, ids, bad), problems
+
+    def __len__(self) -> int:
+        return self.count
+
+    def take_ids(self) -> set[str]:
+        """Every task id, handed over once: the run counts what is left to do, then lets them go."""
+        ids, self._ids = self._ids, None
+        return ids if ids is not None else set()
+
+    def __iter__(self):
+        from bamasc.rows import parse_lines
+
+        read = task_reader(check_duplicates=False)
+        with open(self.path, "rb") as handle:
+            for number, value, problem in parse_lines(handle):
+                if problem is None and number not in self.bad:
+                    yield read(value, number, f"{self.path}:{number}")
 
 
 class Summary:
@@ -118,7 +183,7 @@ class Summary:
             row[3] += call["charged"]
 
 
-class _Recorder(TraceWriter):
+class Recorder(TraceWriter):
     def __init__(self, path, summary: Summary, calls: list | None):
         super().__init__(path)
         self.summary = summary
@@ -143,7 +208,7 @@ def make_providers(program, system_name: str, options: ExecOptions, models=None)
     }
 
 
-def _settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | None) -> float:
+def settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | None) -> float:
     """What a task spent in earlier runs; each reservation left open by a crash is charged in full, in the trace."""
     if ledger is None:
         return 0.0
@@ -170,7 +235,7 @@ def _settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | N
     return ledger.spent
 
 
-def _broken(task_id: str, template, guard, reason: str, deadline_s: float | None) -> TaskResult:
+def broken(task_id: str, template, guard, reason: str, deadline_s: float | None) -> TaskResult:
     return TaskResult(
         task_id=task_id, template=template.name, answer=None, output=None, cost=guard.charged,
         budget=guard.budget, bound=template.worst_case_cost, overran=guard.overran, status="error",
@@ -179,91 +244,7 @@ def _broken(task_id: str, template, guard, reason: str, deadline_s: float | None
     )
 
 
-async def _close(providers: dict) -> None:
+async def close_providers(providers: dict) -> None:
     """Close every provider, even if one fails to: a close error says nothing
     about the tasks, whose outcomes are already in the trace."""
     await asyncio.gather(*(provider.aclose() for provider in providers.values()), return_exceptions=True)
-
-
-async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], options: ExecOptions, progress=None, calls=None):
-    """Run every task not already in the trace (with `resume`); returns (results, summary, skipped ids)."""
-    system = plan.system(system_name)
-    template_name = options.template or system.selection["selected"]
-    summary = Summary()
-    # Opened first: the trace's lock keeps a second run of it from reading the
-    # same ledgers and paying for the same tasks at the same time.
-    trace = _Recorder(options.trace_path, summary, calls)
-    providers: dict = {}
-    try:
-        ledgers = read_ledgers(options.trace_path) if options.resume else {}
-        done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
-        pending = [task for task in tasks if task.id not in done]
-        # A policy picks per task (all pending tasks embedded in one batch); otherwise every task runs one template.
-        by_policy = options.selector is not None and options.template is None
-        if by_policy:
-            chosen = dict(zip((task.id for task in pending), options.selector([task.text for task in pending])))
-        else:
-            chosen = {task.id: template_name for task in pending}
-        for name in sorted(set(chosen.values())) if by_policy else [template_name]:
-            if not system.template(name).feasible:
-                raise ValueError(f"template '{name}' has no binding within {system.budget:g} µ$")
-        # Only models the chosen templates bind need an SDK and an API key;
-        # nothing left to run (a finished --resume) needs none.
-        bound = {seat.model for name in set(chosen.values()) for seat in system.template(name).binding}
-        providers = make_providers(program, system.name, options, bound) if pending else {}
-    except BaseException:
-        trace.close()
-        await _close(providers)
-        raise
-    limit = asyncio.Semaphore(max(1, options.concurrency))
-    guard_class = PosthocGuard if options.guard == "posthoc" else BudgetGuard
-    results: list[TaskResult] = []
-    earlier: dict[str, float] = {}
-
-    async def one(task: Task) -> None:
-        async with limit:
-            guard = guard_class(system.budget, spent=earlier[task.id])
-            template = system.template(chosen[task.id])
-            try:
-                run = TaskRun(program, system, template, providers, guard, task.id, task.text, trace, options.retry, options.seed)
-                result = await run.run()
-            except Exception as problem:
-                # A defect outside the providers (whose failures the run records
-                # itself) ends this task only; every task still gets its line.
-                reason = f"internal error: {type(problem).__name__}: {problem}"
-                result = _broken(task.id, template, guard, reason, system.deadline_s)
-            trace.task(
-                {
-                    "task_id": result.task_id,
-                    "answer": result.answer,
-                    "cost": round(result.cost, 6),
-                    "budget": result.budget,
-                    "bound": round(result.bound, 6),
-                    "template": result.template,
-                    "overran": result.overran,
-                    "status": result.status,
-                    "error": result.error,
-                    "calls": result.calls,
-                    "guard": guard.kind,
-                    "earlier_runs": round(earlier[task.id], 6),
-                    "exhausted": result.exhausted,
-                    "elapsed_s": round(result.elapsed_s, 6),
-                    "deadline_s": result.deadline_s,
-                    "latency_bound_s": result.latency_bound_s,
-                }
-            )
-            results.append(result)
-            if progress is not None:
-                progress(len(results), len(pending))
-
-    try:
-        for task in pending:
-            earlier[task.id] = _settle_interrupted(trace, task.id, ledgers.get(task.id))
-        with fewer_collections():
-            await asyncio.gather(*(one(task) for task in pending))
-    finally:
-        trace.close()
-        await _close(providers)
-    order = {task.id: i for i, task in enumerate(tasks)}
-    results.sort(key=lambda r: order[r.task_id])
-    return results, summary, sorted(done & {t.id for t in tasks})

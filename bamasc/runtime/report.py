@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 from bamasc.plan.render import binding_text, text_table
 
 
@@ -60,30 +58,27 @@ def task_report(result, template, calls: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def dataset_report(results, summary, skipped: list[str]) -> str:
-    costs = [r.cost for r in results]
-    statuses: dict[str, int] = {}
-    for result in results:
-        statuses[result.status] = statuses.get(result.status, 0) + 1
-    if not results:
-        return f"nothing to run: all {len(skipped)} tasks are finished in the trace" if skipped else "no tasks"
+def dataset_report(totals, summary, skipped: int) -> str:
+    """The figures of a dataset run from its running totals (runtime/batch.py: BatchTotals)."""
+    if not totals.tasks and not totals.skipped_total:
+        return f"nothing to run: all {skipped} tasks are finished in the trace" if skipped else "no tasks"
     lines = [
-        f"tasks run: {len(results)}" + (f" (skipped {len(skipped)} already in the trace)" if skipped else ""),
-        "status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
+        f"tasks run: {totals.tasks}" + (f" (skipped {skipped} already in the trace)" if skipped else ""),
     ]
-    if costs:
-        p95 = sorted(costs)[max(0, int(round(0.95 * len(costs))) - 1)]
+    if totals.skipped_total:
+        lines.append(f"skipped for the total budget: {totals.skipped_total} (--resume runs them again)")
+    if totals.tasks:
+        costs = totals.costs
+        lines += [
+            "status: " + ", ".join(f"{k} {v}" for k, v in sorted(totals.statuses.items())),
+            f"cost µ$: mean {costs.mean:.1f}, p95 {costs.percentile(0.95):.1f}, max {costs.largest:.1f}; "
+            f"over budget: {totals.overran}",
+        ]
+    if totals.deadlined:
+        times = totals.times
         lines.append(
-            f"cost µ$: mean {statistics.fmean(costs):.1f}, p95 {p95:.1f}, max {max(costs):.1f}; "
-            f"over budget: {sum(r.overran for r in results)}"
-        )
-    deadlines = {r.deadline_s for r in results if r.deadline_s is not None}
-    if deadlines:
-        times = sorted(r.elapsed_s for r in results)
-        p95 = times[max(0, int(round(0.95 * len(times))) - 1)]
-        lines.append(
-            f"time s: mean {statistics.fmean(times):.3f}, p95 {p95:.3f}, max {times[-1]:.3f}; "
-            f"stopped by the deadline: {sum(r.exhausted == 'deadline' for r in results)}"
+            f"time s: mean {times.mean:.3f}, p95 {times.percentile(0.95):.3f}, max {times.largest:.3f}; "
+            f"stopped by the deadline: {totals.stopped_by_deadline}"
         )
     lines += ["", summary_table(summary)]
     return "\n".join(lines)

@@ -262,7 +262,8 @@ def test_a_run_restores_the_garbage_collector_even_when_runs_overlap():
 def test_a_dataset_run_leaves_the_garbage_collector_as_it_found_it():
     import gc
 
-    from bamasc.runtime.execute import ExecOptions, Task, fewer_collections, run_tasks
+    from bamasc.runtime.execute import ExecOptions, Task, fewer_collections
+    from bamasc.runtime.workers import run_tasks
 
     compiled = compile_file(GSM8K)
     before = gc.get_threshold()

@@ -12,7 +12,7 @@ import hashlib
 import json
 import random
 import re
-from collections import Counter
+from collections import OrderedDict
 
 from bamasc.runtime.providers.base import (
     ERROR_KINDS,
@@ -26,6 +26,7 @@ from bamasc.runtime.providers.base import (
 from bamasc.runtime.tokens import safe_prompt_bound
 
 MODES = ("echo", "verbose", "random")
+MAX_REMEMBERED = 1 << 14  # prompts whose sends are counted: far more than the calls in flight at once
 FILLER = " and so on"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -80,7 +81,9 @@ class FakeProvider:
         self.per_output_token_s = per_output_token_s
         self.reply = reply
         self.calls = 0
-        self._sent = Counter()
+        # Sends per prompt, for the failure draw; the oldest prompts are forgotten past
+        # MAX_REMEMBERED, so a run of a million tasks does not keep every prompt it sent.
+        self._sent: OrderedDict[str, int] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"FakeProvider(name={self.name!r}, mode={self.mode!r}, seed={self.seed})"
@@ -101,8 +104,10 @@ class FakeProvider:
             )
         self.calls += 1
         prompt_key = _prompt_hash(self.name, messages, max_tokens)
-        attempt = self._sent[prompt_key]
-        self._sent[prompt_key] += 1
+        attempt = self._sent.pop(prompt_key, 0)
+        self._sent[prompt_key] = attempt + 1
+        if len(self._sent) > MAX_REMEMBERED:
+            self._sent.popitem(last=False)
         rng = random.Random(f"{self.seed}:{prompt_key}:{attempt}")
         if self.fail_rate and rng.random() < self.fail_rate:
             await self._wait(self.first_token_s, timeout)

@@ -1,0 +1,302 @@
+"""A batch of tasks run by a bounded pool of workers, each task under its guard and, given one, the batch's total.
+
+Memory stays flat however many tasks there are: `concurrency` workers pull
+tasks from one iterator (a dataset is read as it is run), each result goes to
+the running totals and the caller's `on_result`, and nothing per task is kept
+once its task line is written. `run_one` is one task from start to task line;
+`run_chunk` runs a list of them. Both take a `Batch`, the state the tasks of a
+run share, so a process other than the one that opened the trace can run a
+chunk of tasks with its own `Batch` and one shared ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from bamasc.records import record
+from bamasc.runtime.batch import BatchBudget, BatchTotals
+from bamasc.runtime import execute
+from bamasc.runtime.execute import (
+    ExecOptions, Recorder, Summary, Task, broken, close_providers, fewer_collections, settle_interrupted,
+)
+from bamasc.runtime.guard import BudgetGuard, PosthocGuard
+from bamasc.runtime.interpreter import TaskResult, TaskRun
+from bamasc.runtime.trace import read_ledgers
+
+# Tasks a policy embeds in one batch: large enough for the embedding model's throughput, small enough to stay flat.
+POLICY_CHUNK = 256
+
+
+@record
+class BatchOutcome:
+    totals: BatchTotals
+    summary: Summary
+    done: list  # ids of the tasks skipped because the trace holds them finished
+    ledger: BatchBudget | None  # the total budget's ledger, when there is one
+    allocator: object = None
+
+
+class Batch:
+    """What the tasks of one run share: the plans per budget, providers, trace, earlier spend and the ledger."""
+
+    def __init__(self, program, system, options: ExecOptions, providers: dict, trace, ledgers: dict,
+                 ledger: BatchBudget | None) -> None:
+        self.program = program
+        self.system = system
+        self.options = options
+        self.providers = providers
+        self.trace = trace
+        self.ledgers = ledgers  # unfinished tasks' ledgers from earlier runs, by task id (each used once)
+        self.ledger = ledger
+        self.guard_class = PosthocGuard if options.guard == "posthoc" else BudgetGuard
+        # Every per-task budget a task may run at, largest first: (budget, system plan, selector or None).
+        levels = {system.budget: (system, options.selector)}
+        for budget, plan, selector in options.budget_plans:
+            levels.setdefault(float(budget), (plan, selector))
+        self.levels = sorted(((b, p, s) for b, (p, s) in levels.items()), key=lambda level: -level[0])
+        self.main = next(level for level in self.levels if level[1] is system)
+
+    def template_at(self, level, task: Task, chosen: str | None):
+        """The template `task` runs at a budget level, or None when it has no binding there."""
+        budget, plan, selector = level
+        if self.options.template is not None:
+            name = self.options.template
+        elif plan is self.system and chosen is not None:
+            name = chosen
+        elif selector is not None:
+            (name,) = selector([task.text])
+        else:
+            name = plan.selection["selected"]
+        template = plan.template(name) if name else None
+        return template if template is not None and template.feasible else None
+
+
+async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskResult:
+    """One task: its per-task budget, its worst case reserved from the total, the run, its task line."""
+    earlier = settle_interrupted(batch.trace, task.id, batch.ledgers.pop(task.id, None))
+    system = batch.system
+    if batch.ledger is None:
+        level, cap, held, why = batch.main, system.budget, 0.0, None
+        template = system.template(chosen or batch.options.template or system.selection["selected"])
+    else:
+        level, template, cap, held, why = await _reserve(batch, task, earlier, chosen)
+    if template is None:
+        result = _skipped(task, system, why)
+    else:
+        guard = batch.guard_class(cap, spent=earlier)
+        try:
+            run = TaskRun(batch.program, level[1], template, batch.providers, guard, task.id, task.text, batch.trace,
+                          batch.options.retry, batch.options.seed)
+            result = await run.run()
+        except Exception as problem:
+            # A defect outside the providers (whose failures the run records
+            # itself) ends this task only; every task still gets its line.
+            reason = f"internal error: {type(problem).__name__}: {problem}"
+            result = broken(task.id, template, guard, reason, system.deadline_s)
+        finally:
+            if batch.ledger is not None:
+                await batch.ledger.settle(held, guard.charged - earlier)
+        if batch.options.allocator is not None:
+            batch.options.allocator.observe(level[0], guard.charged - earlier)
+    batch.trace.task(_task_line(result, batch.guard_class.kind, earlier))
+    return result
+
+
+async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None):
+    """(level, template, guard cap, amount held, why not) for a task under the total.
+
+    From the allocated budget down: at a level whose budget's rest (budget
+    less what earlier runs spent on the task) fits in what is left, the task
+    runs at that budget; else, where the template's proven bound fits, it runs
+    capped at that bound. Nothing fitting, the task is skipped, with why.
+    """
+    allocator = batch.options.allocator
+    wanted = allocator.choose(task.id) if allocator is not None else batch.system.budget
+    while True:
+        smallest = None
+        for level in batch.levels:
+            if level[0] > wanted + 1e-9:
+                continue
+            template = batch.template_at(level, task, chosen)
+            if template is None:
+                continue
+            rest = max(0.0, level[0] - earlier)
+            if await batch.ledger.reserve(rest):
+                return level, template, level[0], rest, None
+            bound = template.worst_case_cost
+            if bound is not None and bound < rest and await batch.ledger.reserve(bound):
+                return level, template, earlier + bound, bound, None
+            least = rest if bound is None else min(rest, bound)
+            smallest = least if smallest is None else min(smallest, least)
+        if smallest is None:
+            why = f"no template has a binding at a per-task budget up to {wanted:g} µ$"
+            break
+        # What tasks in flight hold comes back, less what they charge: wait while that could make room.
+        if batch.ledger.held <= 1e-9 or smallest > batch.ledger.remaining + batch.ledger.held + 1e-9:
+            why = f"the total budget has {max(0.0, batch.ledger.remaining):.1f} µ$ left; the smallest worst case is {smallest:.1f} µ$"
+            break
+        await batch.ledger.wait()
+    return batch.levels[-1], None, 0.0, 0.0, why
+
+
+def _skipped(task: Task, system, why: str | None) -> TaskResult:
+    return TaskResult(
+        task_id=task.id, template=None, answer=None, output=None, cost=0.0, budget=None, bound=None,
+        overran=False, status="skipped_total", error=f"skipped for the total budget: {why}", calls=0,
+        deadline_s=system.deadline_s,
+    )
+
+
+def _task_line(result: TaskResult, guard_kind: str, earlier: float) -> dict:
+    return {
+        "task_id": result.task_id,
+        "answer": result.answer,
+        "cost": round(result.cost, 6),
+        "budget": result.budget,
+        "bound": None if result.bound is None else round(result.bound, 6),
+        "template": result.template,
+        "overran": result.overran,
+        "status": result.status,
+        "error": result.error,
+        "calls": result.calls,
+        "guard": guard_kind,
+        "earlier_runs": round(earlier, 6),
+        "exhausted": result.exhausted,
+        "elapsed_s": round(result.elapsed_s, 6),
+        "deadline_s": result.deadline_s,
+        "latency_bound_s": result.latency_bound_s,
+    }
+
+
+async def run_chunk(batch: Batch, tasks, concurrency: int, on_result=None) -> list[TaskResult] | None:
+    """Run `tasks` (an iterable of Task or (Task, chosen template) pairs) `concurrency` at a time.
+
+    Each worker takes the next task when its last one ends, so at most
+    `concurrency` tasks are alive. Results go to `on_result` as they come;
+    without one they are returned, in the order they finished.
+    """
+    kept: list[TaskResult] | None = [] if on_result is None else None
+    report = on_result if on_result is not None else kept.append
+    source = iter(tasks)
+
+    async def worker() -> None:
+        # One iterator for every worker: `next` does not await, so no two take the same task.
+        for item in source:
+            task, chosen = item if isinstance(item, tuple) else (item, None)
+            report(await run_one(batch, task, chosen))
+
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+    return kept
+
+
+def _with_templates(tasks, selector, chosen_name: str | None):
+    """(task, template) pairs: a policy picks for chunks of tasks at once; otherwise every task gets `chosen_name`."""
+    if selector is None:
+        for task in tasks:
+            yield task, chosen_name
+        return
+    source = iter(tasks)
+    while chunk := list(itertools.islice(source, POLICY_CHUNK)):
+        yield from zip(chunk, selector([task.text for task in chunk]))
+
+
+def _pending(tasks, done: set):
+    for task in tasks:
+        if task.id not in done:
+            yield task
+
+
+async def run_batch(plan, program, system_name: str | None, tasks, options: ExecOptions, progress=None, calls=None,
+                    on_result=None) -> BatchOutcome:
+    """Run every task of `tasks` not finished in the trace (with `resume`).
+
+    `tasks` (a list, or a DatasetStream read as the run goes) is iterated
+    once for the run; the ids of a list, or those a stream hands over, give
+    the progress bar its total. Returns the
+    running totals; each result also goes to `on_result`.
+    """
+    system = plan.system(system_name)
+    template_name = options.template or system.selection["selected"]
+    summary = Summary()
+    # Opened first: the trace's lock keeps a second run of it from reading the
+    # same ledgers and paying for the same tasks at the same time.
+    trace = Recorder(options.trace_path, summary, calls)
+    providers: dict = {}
+    totals = BatchTotals()
+    try:
+        ledgers = read_ledgers(options.trace_path) if options.resume else {}
+        done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
+        earlier_total = sum(ledger.spent for ledger in ledgers.values())
+        take_ids = getattr(tasks, "take_ids", None)
+        ids = take_ids() if take_ids is not None else [task.id for task in tasks]
+        pending_count = sum(1 for task_id in ids if task_id not in done)
+        done_here = sorted(done.intersection(ids))
+        for task_id in done:
+            del ledgers[task_id]  # only unfinished tasks' ledgers are needed from here on
+        by_policy = options.selector is not None and options.template is None
+        if not by_policy and not system.template(template_name).feasible:
+            raise ValueError(f"template '{template_name}' has no binding within {system.budget:g} µ$")
+        ledger = options.ledger
+        if ledger is None and options.total_budget is not None:
+            ledger = BatchBudget(options.total_budget, spent=earlier_total)
+        # Only models the templates that may run bind need an SDK and an API key;
+        # nothing left to run (a finished --resume) needs none.
+        providers = execute.make_providers(program, system.name, options, _models(system, options, by_policy)) if pending_count else {}
+    except BaseException:
+        trace.close()
+        await close_providers(providers)
+        raise
+    batch = Batch(program, system, options, providers, trace, ledgers, ledger)
+    finished = 0
+
+    def note(result: TaskResult) -> None:
+        nonlocal finished
+        totals.add(result)
+        if on_result is not None:
+            on_result(result)
+        finished += 1
+        if progress is not None:
+            progress(finished, pending_count)
+
+    try:
+        source = _with_templates(_pending(tasks, done), options.selector if by_policy else None,
+                                 None if by_policy else template_name)
+        with fewer_collections():
+            await run_chunk(batch, source, options.concurrency, note)
+    finally:
+        trace.close()
+        await close_providers(providers)
+    return BatchOutcome(totals, summary, done_here, ledger, options.allocator)
+
+
+def _models(system, options: ExecOptions, by_policy: bool) -> set[str]:
+    """Every model a template that may run binds: the selected one (or, by policy, every feasible one) at each budget."""
+    plans = [system] + ([plan for _, plan, _ in options.budget_plans] if options.total_budget is not None else [])
+    models = set()
+    for plan in plans:
+        if options.template is not None:
+            names = [options.template]
+        elif by_policy or plan.selection["rule"] == "policy":
+            names = [t.name for t in plan.templates if t.feasible]
+        else:
+            names = [plan.selection["selected"]]
+        for name in names:
+            try:
+                template = plan.template(name)
+            except KeyError:
+                if plan is system:
+                    raise
+                continue
+            models.update(seat.model for seat in template.binding if template.feasible)
+    return models
+
+
+async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], options: ExecOptions, progress=None, calls=None):
+    """Run every task not already in the trace (with `resume`); returns (results in the order of `tasks`,
+    summary, skipped ids). It keeps every result: `run_batch` is the same run with running totals only."""
+    results: list[TaskResult] = []
+    outcome = await run_batch(plan, program, system_name, tasks, options, progress, calls, results.append)
+    order = {task.id: i for i, task in enumerate(tasks)}
+    results.sort(key=lambda r: order[r.task_id])
+    return results, outcome.summary, outcome.done
