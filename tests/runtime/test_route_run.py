@@ -24,10 +24,9 @@ from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
 from tests.test_route_milp import FLOWS, random_route_source
 
-# A plan's executors read a step card besides the plan it is cut from, and the bound counts the
-# planner's output once for both (ir/walk.py `CallRequest.reads`): a dry run of a plan pays a few
-# tokens over its bound with or without a route, so plans are left out here.
-RUN_FLOWS = [flow for flow in FLOWS if "plan " not in flow[2]]
+# Plans included: the bound counts a step card beside the plan it was cut from (CallNode.again),
+# so a dry run of a plan stays within it.
+RUN_FLOWS = FLOWS
 
 NO_WAIT = RetryPolicy(max_attempts=2, base_delay=0.0, max_delay=0.0, timeout=5.0)
 
@@ -69,7 +68,11 @@ def test_charged_never_exceeds_the_bound_and_the_bound_is_reached(tmp_path, seed
     worst, template = _run(result, "verbose", 0, task)
     assert worst.status == "ok", worst
     assert worst.cost <= template.worst_case_cost + 1e-6
-    if name != "read later":
+    if name == "plan in a branch":
+        # A step card is counted at the plan's whole cap beside the plan (safe: a card is cut
+        # from the plan), while the fake's cards share the plan's length: looser by design.
+        assert worst.cost <= template.worst_case_cost + 1e-6
+    elif name != "read later":
         assert worst.cost == pytest.approx(template.worst_case_cost, rel=1e-9), source
     else:
         # A call after the route reads its value, which the bound counts as every branch's answer
