@@ -71,6 +71,7 @@ class ExecOptions:
     seed: int = 0
     template: str | None = None  # run this template instead of the selected one
     selector: object = None  # select = policy(...): task texts -> a template name per task
+    limiter: object = None  # a shared runtime.limiter.RateLimiter; None: one for this run from the models' rate_limits
 
 
 def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[str]]:
@@ -179,6 +180,15 @@ def _broken(task_id: str, template, guard, reason: str, deadline_s: float | None
     )
 
 
+def _limiter(program, models, options: ExecOptions):
+    """The run's rate limiter; none when no call reaches a provider (`--fake`, or a cassette played back)."""
+    from bamasc.runtime.limiter import limiter_for
+
+    if options.fake_mode is not None or (options.cassette is not None and not options.record):
+        return None
+    return limiter_for(program.models[name] for name in sorted(models))
+
+
 async def _close(providers: dict) -> None:
     """Close every provider, even if one fails to: a close error says nothing
     about the tasks, whose outcomes are already in the trace."""
@@ -211,6 +221,7 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
         # nothing left to run (a finished --resume) needs none.
         bound = {seat.model for name in set(chosen.values()) for seat in system.template(name).binding}
         providers = make_providers(program, system.name, options, bound) if pending else {}
+        limiter = options.limiter or _limiter(program, bound, options)
     except BaseException:
         trace.close()
         await _close(providers)
@@ -225,7 +236,8 @@ async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], o
             guard = guard_class(system.budget, spent=earlier[task.id])
             template = system.template(chosen[task.id])
             try:
-                run = TaskRun(program, system, template, providers, guard, task.id, task.text, trace, options.retry, options.seed)
+                run = TaskRun(program, system, template, providers, guard, task.id, task.text, trace, options.retry,
+                              options.seed, limiter)
                 result = await run.run()
             except Exception as problem:
                 # A defect outside the providers (whose failures the run records
