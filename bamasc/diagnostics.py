@@ -53,6 +53,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM216": ("invalid-latency", "A latency value (first_token, per_token, tokens_per_s) is not a positive number."),
     "BAM217": ("incomplete-latency", "A latency block lacks first_token, or gives neither per_token nor tokens_per_s."),
     "BAM218": ("conflicting-latency", "A latency block gives both per_token and tokens_per_s."),
+    "BAM219": ("invalid-rate-limit", "A rate_limit block gives no limit, or a limit that is not a positive whole number per minute."),
     "BAM220": ("unknown-catalog-entry", "catalog(\"provider/model\") names no entry of the offline price catalogue."),
     "BAM221": ("unpriceable-catalog-entry", "A catalogue entry has no per-token prices bamasc can bound (per character, per message, no output price)."),
     "BAM222": ("invalid-catalog-price", "A price is neither a block nor catalog(\"provider/model\") with one string."),

@@ -33,10 +33,12 @@ MAX_STATEMENT_UNITS = 4096
 MAX_SECONDS = 86_400.0
 # A model's `tokens_per_s`: a billion, far past any server.
 MAX_TOKENS_PER_S = 1e9
+# A model's `rate_limit`, requests or tokens per minute: a billion, far past any provider's tier.
+MAX_PER_MINUTE = 1e9
 # The policy's reward constants, by absolute value; the defaults are 1, -1, 2 and 0.5.
 MAX_REWARD = 1_000_000.0
 
 
 def written(limit: float) -> str:
-    """A limit as a message prints it: `1000000`, or `1e12` from a billion up."""
-    return f"{limit:.0e}".replace("e+", "e") if limit >= 1e9 else f"{int(limit)}"
+    """A limit as a message prints it: `1000000`, or `1e9`, `1e12` from a billion up."""
+    return f"{limit:.0e}".replace("e+0", "e").replace("e+", "e") if limit >= 1e9 else f"{int(limit)}"

@@ -55,6 +55,14 @@ class Latency:
 
 
 @record
+class RateLimit:
+    """What a provider lets one key send to one model, as a `rate_limit { }` block declares; None is not declared."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None  # prompt plus max_tokens of each call, as the budget guard reserves them
+
+
+@record
 class Model:
     name: str
     provider: str
@@ -74,6 +82,7 @@ class Model:
     decoding: DecodingSettings = NO_DECODING
     latency: Latency | None = None  # None: the model declares none, so no deadline can be proven on it
     pricing: Pricing | None = None  # every rate (cache, tiers); None: price_input and price_output alone
+    rate_limit: RateLimit | None = None  # None: none declared (the provider's headers may still set one at run time)
 
     def prices(self) -> Pricing:
         """The model's price model; price_input and price_output are its base rates."""

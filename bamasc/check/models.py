@@ -8,6 +8,7 @@ from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.latency import read_latency
 from bamasc.check.prices import read_price
+from bamasc.check.rate_limit import read_rate_limit
 from bamasc.program import PROVIDERS, Model
 from bamasc.diagnostics import Diagnostic, error, warning
 from bamasc.encodings import ENCODINGS, OPENAI_FAMILIES, encoding_for
@@ -23,7 +24,7 @@ USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]*)@")
 
 MODEL_ATTRIBUTES = (
     "provider", "name", "price", "tier", "base_url", "api_key",
-    "max_output", "context", "tokenizer", "quality", "latency", *DECODING_ATTRIBUTES,
+    "max_output", "context", "tokenizer", "quality", "latency", "rate_limit", *DECODING_ATTRIBUTES,
 )
 
 
@@ -53,6 +54,7 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         decoding=read_decoding(attrs, diagnostics),
         latency=read_latency(decl.name, attrs, diagnostics),
         pricing=pricing,
+        rate_limit=read_rate_limit(decl.name, attrs, diagnostics),
     )
 
 

@@ -75,6 +75,7 @@ class ExecOptions:
     budget_plans: tuple = ()  # (budget, SystemPlan, selector or None): the system compiled at other per-task budgets
     allocator: object = None  # picks each task's per-task budget under the total (runtime/allocate.py)
     ledger: object = None  # a BatchBudget (or one behind an actor) to share instead of a new one of total_budget
+    limiter: object = None  # a shared runtime.limiter.RateLimiter; None: one for this run from the models' rate_limits
 
 
 def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[str]]:
@@ -242,6 +243,18 @@ def broken(task_id: str, template, guard, reason: str, deadline_s: float | None)
         error=reason[:500], calls=0, deadline_s=deadline_s,
         latency_bound_s=template.worst_case_latency_s,
     )
+
+
+def make_limiter(program, models, options: ExecOptions):
+    """The run's rate limiter: `options.limiter` when one is shared, else one from the models'
+    `rate_limit`s; none when no call reaches a provider (`--fake`, or a cassette played back)."""
+    from bamasc.runtime.limiter import limiter_for
+
+    if options.limiter is not None:
+        return options.limiter
+    if options.fake_mode is not None or (options.cassette is not None and not options.record):
+        return None
+    return limiter_for(program.models[name] for name in sorted(models))
 
 
 async def close_providers(providers: dict) -> None:

@@ -7,6 +7,9 @@ plan whose bound was proven; a call the plan does not know is refused.
 Concurrent calls (`parallel`) run together on asyncio. Loops end early when a
 critic approves or a plan has fewer steps; the calls they skip are not made.
 
+With a rate limiter, each attempt waits its provider key's turn after the
+guard reserves for it (runtime/limiter.py); the wait is on its trace line.
+
 With a deadline, time is guarded as money is (runtime/deadline.py); when the
 next attempt might pass it, the task stops as when the budget runs out
 (`on_exhausted`), recording `deadline` as what ran out.
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 import time
 
 from bamasc.program import Program
@@ -27,12 +29,11 @@ from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, chosen_branch, extract_answer, majority, step_cards
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.providers.base import Decoding, Message, ProviderError, branch_expect
+from bamasc.runtime.limiter import Pace
+from bamasc.runtime.providers.base import Message, ProviderError, branch_expect, decoding_for
+from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound
-
-_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)(\??)\s*\}\}")
-
 
 @record
 class Output:
@@ -60,17 +61,6 @@ class TaskResult:
     elapsed_s: float = 0.0  # wall time of the task, from its first call's guard to its answer
     deadline_s: float | None = None
     latency_bound_s: float | None = None  # the template's proven worst-case latency
-
-
-def decoding_for(role, model) -> Decoding:
-    """What a call of `role` on `model` sends: the role's settings over the model's, temperature 0 by default."""
-    settings = role.decoding.over(model.decoding)
-    return Decoding(
-        temperature=0.0 if settings.temperature is None else settings.temperature,
-        top_p=settings.top_p,
-        seed=settings.seed,
-        stop=settings.stop or (),
-    )
 
 
 class BudgetExhausted(Exception):
@@ -104,6 +94,7 @@ class TaskRun:
         trace=None,
         retry: RetryPolicy | None = None,
         seed: int = 0,
+        limiter=None,  # a runtime.limiter.RateLimiter, or anything with its interface
     ):
         self.program = program
         self.system = system
@@ -115,6 +106,7 @@ class TaskRun:
         self.task = task
         self.trace = trace
         self.retry = retry or RetryPolicy()
+        self.limiter = limiter
         self.rng = random.Random(f"{seed}:{task_id}")
         self.nodes = {node.id: node for node in template.nodes}
         self.model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
@@ -165,10 +157,10 @@ class TaskRun:
             latency_bound_s=getattr(self.template, "worst_case_latency_s", None),
         )
 
-    def _too_late(self, node, model, prompt_tokens: int, cap: int, attempt: int) -> DeadlineReached:
+    def _too_late(self, node, model, prompt_tokens: int, cap: int, attempt: int, waited=None) -> DeadlineReached:
         """Record the attempt the deadline does not leave time for."""
         why = self.clock.refusal(model.latency, cap)
-        self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False, error=why)
+        self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False, error=why, rate_wait=waited)
         return DeadlineReached(node.id)
 
     def _final(self, value: FlowValue) -> Output | None:
@@ -189,23 +181,10 @@ class TaskRun:
     # ------------------------------------------------------------ one call
 
     def render(self, template: str, inputs: dict[str, str], where: str = "") -> str:
-        """`template` with its placeholders filled; only `{{name?}}` may render empty.
-
-        Lint proves every call fills its role's required placeholders (BAM212),
-        so a missing one means the plan and the interpreter disagree: sending
-        the prompt with a hole in it would spend money on the wrong question.
-        """
-
-        def fill(match: re.Match) -> str:
-            name, optional = match.group(1), match.group(2)
-            value = inputs.get(name)
-            if value is not None:
-                return value
-            if optional:
-                return ""
-            raise TaskError(f"{where}required placeholder '{{{{{name}}}}}' has no value in this call; run `bamasc lint`")
-
-        return _PLACEHOLDER.sub(fill, template)
+        try:
+            return render(template, inputs, where)
+        except MissingPlaceholder as problem:
+            raise TaskError(str(problem)) from None
 
     def inputs(self, call) -> dict[str, str]:
         """The text of each input the walker gave the call (a later one of the same name wins)."""
@@ -217,7 +196,7 @@ class TaskRun:
         if value.task:
             return self.task
         if value.many:
-            return "\n\n".join(f"[{i + 1}] {self.outputs[node].text}" for i, node in enumerate(value.nodes))
+            return numbered(self.outputs[node].text for node in value.nodes)
         return self.outputs[value.nodes[0]].text if value.nodes else ""
 
     async def call(self, request) -> Output:
@@ -237,6 +216,7 @@ class TaskRun:
         exact = provider.count_prompt_tokens(messages)
         prompt_tokens = exact if exact is not None else safe_prompt_bound(messages)
         cap = output_cap(role, model)
+        pace = Pace(self.limiter, model)
         for attempt in range(1, self.retry.max_attempts + 1):
             if self.guard.overbilled:
                 raise TaskOverbilled(self.guard.overbilled)
@@ -247,6 +227,10 @@ class TaskRun:
             if reservation is None:
                 self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False)
                 raise BudgetExhausted(node_id)
+            waited = await pace.wait(self.guard, reservation)
+            if waited and (timeout := self.clock.timeout_for(model.latency, cap)) is None:
+                self.guard.release(reservation)  # the wait for the provider's rate used up the time
+                raise self._too_late(node, model, prompt_tokens, cap, attempt, waited)
             held = self._reserved(node, model, attempt, reservation)
             started = time.perf_counter()
             try:
@@ -256,37 +240,40 @@ class TaskRun:
                 )
             except ProviderError as problem:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
-                self._failed(node, model, attempt, reservation, held, started, charged, f"{problem.kind}: {problem.message}")
+                self._failed(node, model, attempt, reservation, held, started, charged, f"{problem.kind}: {problem.message}", waited)
+                limited = pace.refused(problem)
                 if not self.retry.should_retry(attempt, problem):
                     raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
-                wait = self.retry.delay(attempt, problem, self.rng)
+                # A 429 paused the key in the limiter, whose queue the retry joins: that is its wait.
+                wait = (problem.retry_after or 0.0) if limited else self.retry.delay(attempt, problem, self.rng)
                 if self.clock.timeout_for(model.latency, cap, wait) is None:
                     # Waiting out the backoff would leave too little time for the retry.
                     raise self._too_late(node, model, prompt_tokens, cap, attempt + 1)
-                await asyncio.sleep(wait)
+                await asyncio.sleep(0 if limited else wait)
                 continue
             except asyncio.CancelledError:
                 # Stopped from outside (a sibling was overbilled, or the run was
                 # interrupted) while the request was out: it may be billed.
                 charged = self.guard.keep(reservation)
-                self._failed(node, model, attempt, reservation, held, started, charged, "cancelled: outcome unknown, reservation kept")
+                self._failed(node, model, attempt, reservation, held, started, charged, "cancelled: outcome unknown, reservation kept", waited)
                 raise
             except Exception as problem:
                 # A provider that fails in a way it does not classify (a defect in
                 # it or in its SDK) ends this task only, and may have billed.
                 charged = self.guard.keep(reservation)
                 what = f"unexpected {type(problem).__name__} from the provider"
-                self._failed(node, model, attempt, reservation, held, started, charged, f"malformed: {what}, reservation kept")
+                self._failed(node, model, attempt, reservation, held, started, charged, f"malformed: {what}, reservation kept", waited)
                 raise TaskError(f"{node_id} on {model.name}: {what}") from None
             usage = Usage(completion.prompt_tokens, completion.completion_tokens,
                           completion.cached_tokens, completion.cache_write_tokens)
             charged, rates = self.guard.settle_usage(reservation, usage)
             self.calls_made += 1
+            pace.answered(completion.rate_headers)
             self._record(
                 node, model, completion.prompt_tokens, completion.completion_tokens, reservation.amount, charged,
                 time.perf_counter() - started, attempt, clamped=reservation.clamped, held=held,
                 error=f"overbilled: {self.guard.overbilled}" if self.guard.overbilled else None,
-                settled=(usage, rates),
+                settled=(usage, rates), rate_wait=waited,
             )
             if self.guard.overbilled:
                 for sibling in self.in_flight:
@@ -299,11 +286,11 @@ class TaskRun:
             return output
         raise TaskError(f"{node_id}: no attempts left")  # max_attempts >= 1 makes this unreachable
 
-    def _failed(self, node, model, attempt: int, reservation, held, started: float, charged: float, error: str) -> None:
+    def _failed(self, node, model, attempt: int, reservation, held, started: float, charged: float, error: str, waited) -> None:
         """Record an attempt that ended without a completion."""
         self._record(
             node, model, reservation.prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
-            attempt, clamped=reservation.clamped, error=error, held=held,
+            attempt, clamped=reservation.clamped, error=error, held=held, rate_wait=waited,
         )
 
     def _reserved(self, node, model, attempt: int, reservation) -> str | None:
@@ -315,7 +302,7 @@ class TaskRun:
              "reserved": round(reservation.amount, 6)}
         )
 
-    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None, held=None, settled=None):
+    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None, held=None, settled=None, rate_wait=None):
         if self.trace is None:
             return
         # A settled call shows the usage it was charged for and the rates (the tier) that applied.
@@ -324,6 +311,8 @@ class TaskRun:
             "cache_write_tokens": settled[0].cache_write_tokens,
             "rates": settled[1].as_dict(),
         }
+        if rate_wait is not None:  # the attempt went through a rate limiter
+            ledger["rate_wait_s"] = round(rate_wait, 6)
         self.trace.call(
             {
                 "id": held,

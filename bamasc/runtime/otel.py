@@ -241,6 +241,7 @@ def _chat_attributes(call: dict, program, node) -> dict:
         "bamasc.skipped": bool(call.get("skipped")),
         "bamasc.attempt": call.get("attempt"),
         "bamasc.node": call.get("node"),
+        "bamasc.rate_wait_s": call.get("rate_wait_s"),  # before the attempt, not part of its span
     }
     if call.get("id"):
         attributes["bamasc.reservation"] = call["id"]

@@ -41,8 +41,9 @@ class Batch:
     """What the tasks of one run share: the plans per budget, providers, trace, earlier spend and the ledger."""
 
     def __init__(self, program, system, options: ExecOptions, providers: dict, trace, ledgers: dict,
-                 ledger: BatchBudget | None) -> None:
+                 ledger: BatchBudget | None, limiter=None) -> None:
         self.program = program
+        self.limiter = limiter  # the rate limiter every call to a provider key waits on (runtime/limiter.py)
         self.system = system
         self.options = options
         self.providers = providers
@@ -87,7 +88,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
         guard = batch.guard_class(cap, spent=earlier)
         try:
             run = TaskRun(batch.program, level[1], template, batch.providers, guard, task.id, task.text, batch.trace,
-                          batch.options.retry, batch.options.seed)
+                          batch.options.retry, batch.options.seed, batch.limiter)
             result = await run.run()
         except Exception as problem:
             # A defect outside the providers (whose failures the run records
@@ -242,12 +243,14 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
             ledger = BatchBudget(options.total_budget, spent=earlier_total)
         # Only models the templates that may run bind need an SDK and an API key;
         # nothing left to run (a finished --resume) needs none.
-        providers = execute.make_providers(program, system.name, options, _models(system, options, by_policy)) if pending_count else {}
+        models = _models(system, options, by_policy)
+        providers = execute.make_providers(program, system.name, options, models) if pending_count else {}
+        limiter = execute.make_limiter(program, models, options) if pending_count else None
     except BaseException:
         trace.close()
         await close_providers(providers)
         raise
-    batch = Batch(program, system, options, providers, trace, ledgers, ledger)
+    batch = Batch(program, system, options, providers, trace, ledgers, ledger, limiter)
     finished = 0
 
     def note(result: TaskResult) -> None:

@@ -31,7 +31,7 @@ class Action:
     completion_tokens: int = 7
     finish_reason: str | None = None
     status: int = 200
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()  # sent with a `reply` or a `status`
     body: object = None  # JSON body of a `status` action; a provider-shaped error when None
     delay: float = 0.0  # seconds a `slow` action waits before it replies; a `drip` between bytes
     raw: bytes = b""  # the body of a `raw` or `drip` action, sent as given
@@ -287,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
             error = action.body if action.body is not None else self.owner.error_body(action.status)
             self._send(action.status, error, dict(action.headers))
             return
-        self._send(200, self.owner.reply_body(body, action))
+        self._send(200, self.owner.reply_body(body, action), dict(action.headers))
 
     def _send(self, code: int, payload: object, headers: dict[str, str] | None = None) -> None:
         self._send_raw(code, json.dumps(payload).encode(), headers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anthropic
 
+from bamasc.records import replace
 from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
 from bamasc.runtime.providers.sdk import aiohttp_client, post_json
@@ -63,7 +64,7 @@ class AnthropicProvider:
         request.update((name, value) for name, value in sampling.items() if value is not None)
         if system:
             request["system"] = system
-        response = await post_json(
+        response, limits = await post_json(
             self._client,
             anthropic,
             PATH,
@@ -74,7 +75,7 @@ class AnthropicProvider:
             secret=self._api_key,
             base_error=anthropic.AnthropicError,
         )
-        return self._completion(response)
+        return replace(self._completion(response), rate_headers=limits)
 
     def _completion(self, response: object) -> Completion:
         try:

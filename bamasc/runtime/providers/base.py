@@ -30,6 +30,7 @@ class Completion:
     finish_reason: str | None = None
     cached_tokens: int = 0  # of prompt_tokens, read from the provider's cache (billed at its cache-read rate)
     cache_write_tokens: int = 0  # of prompt_tokens, written to its cache (billed at its cache-write rate)
+    rate_headers: tuple[tuple[str, str], ...] = ()  # the reply's rate-limit headers, for the rate limiter
 
 
 @record
@@ -50,12 +51,24 @@ class Decoding:
 GREEDY = Decoding()
 
 
+def decoding_for(role, model) -> Decoding:
+    """What a call of `role` on `model` sends: the role's settings over the model's, temperature 0 by default."""
+    settings = role.decoding.over(model.decoding)
+    return Decoding(
+        temperature=0.0 if settings.temperature is None else settings.temperature,
+        top_p=settings.top_p,
+        seed=settings.seed,
+        stop=settings.stop or (),
+    )
+
+
 class ProviderError(Exception):
     """One failed attempt at a call, classified for the retry loop and the budget guard.
 
     `retryable` says whether the same call may succeed if tried again;
     `outcome_unknown` says whether the provider may have run (and billed) the
     call anyway, so the guard must keep the whole reservation for it.
+    `rate_headers` are the answer's rate-limit headers, for the rate limiter.
     """
 
     def __init__(
@@ -67,6 +80,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         outcome_unknown: bool = False,
         status: int | None = None,
+        rate_headers: dict[str, str] | None = None,
     ) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown provider error kind {kind!r}")
@@ -76,6 +90,7 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.outcome_unknown = outcome_unknown
         self.status = status
+        self.rate_headers = dict(rate_headers or {})
 
     @property
     def message(self) -> str:
@@ -90,13 +105,15 @@ class ProviderError(Exception):
     def __reduce__(self):
         return (
             _rebuild_error,
-            (self.message, self.kind, self.retryable, self.retry_after, self.outcome_unknown, self.status),
+            (self.message, self.kind, self.retryable, self.retry_after, self.outcome_unknown, self.status,
+             self.rate_headers),
         )
 
 
-def _rebuild_error(message, kind, retryable, retry_after, outcome_unknown, status) -> ProviderError:
+def _rebuild_error(message, kind, retryable, retry_after, outcome_unknown, status, rate_headers=None) -> ProviderError:
     return ProviderError(
-        message, kind=kind, retryable=retryable, retry_after=retry_after, outcome_unknown=outcome_unknown, status=status
+        message, kind=kind, retryable=retryable, retry_after=retry_after, outcome_unknown=outcome_unknown, status=status,
+        rate_headers=rate_headers,
     )
 
 

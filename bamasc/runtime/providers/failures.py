@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 
 from bamasc.runtime.providers.base import RETRYABLE_KINDS, ProviderError
+from bamasc.runtime.rate_headers import rate_headers
 
 # A gateway that answers 502 or 504 may have passed the request on to a model
 # that ran it to the end; every other status means the provider did not bill.
@@ -75,6 +76,7 @@ def error_for_status(
         kind, what = "client", f"rejected the request (HTTP {status})"
     retryable = kind in RETRYABLE_KINDS
     retry_after = parse_retry_after(headers) if retryable else None
+
     message = f"{provider} model '{model}' {what}"
     if detail:
         message += f": {detail}"
@@ -87,6 +89,7 @@ def error_for_status(
         retry_after=retry_after,
         outcome_unknown=status in GATEWAY_STATUSES,
         status=status,
+        rate_headers=rate_headers(headers),
     )
 
 

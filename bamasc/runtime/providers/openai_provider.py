@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from bamasc.records import replace
 from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
 from bamasc.runtime.providers.sdk import aiohttp_client, post_json
@@ -88,7 +89,7 @@ class OpenAIProvider:
             self.token_param: max_tokens,
             **self._sampling(decoding),
         }
-        response = await post_json(
+        response, limits = await post_json(
             self._client,
             openai,
             PATH,
@@ -99,7 +100,7 @@ class OpenAIProvider:
             secret=self._api_key,
             base_error=openai.OpenAIError,
         )
-        return self._completion(response)
+        return replace(self._completion(response), rate_headers=limits)
 
     def _sampling(self, decoding: Decoding) -> dict:
         fields = {"seed": decoding.seed}

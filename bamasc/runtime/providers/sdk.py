@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from bamasc.runtime.providers.base import ProviderError
 from bamasc.runtime.providers.failures import cause_chain, error_for_status, is_transport_error, transport_error
 from bamasc.runtime.providers.reply import malformed_error
+from bamasc.runtime.rate_headers import rate_headers
 
 # The most bytes a reply body may hold, error bodies included. A chat reply of
 # the largest output cap any provider offers (about 128k tokens) is under 2 MiB
@@ -33,11 +34,18 @@ async def post_json(
     dicts against the request's declared types and 0.15 ms building typed
     response objects: a third of the client's CPU per call at concurrency 64.
     `base_error` is the SDK's root exception class.
+
+    Returns the JSON and the reply's rate-limit headers. The headers come the
+    way the SDKs' `with_raw_response` gets them: the raw-response request
+    header makes `post` return the response wrapper, whose `parse` decodes
+    the body exactly as a plain `post` would.
     """
+    options = {"timeout": timeout, "headers": {_raw_response_header(sdk): "raw"}}
     try:
         # The SDK's timeout bounds each read; the outer one bounds the whole call.
         async with asyncio.timeout(timeout):
-            return await client.post(path, body=body, cast_to=object, options={"timeout": timeout})
+            response = await client.post(path, body=body, cast_to=object, options=options)
+            return await response.parse(), tuple(rate_headers(response.headers).items())
     except Exception as error:
         failure = sdk_error(
             error, sdk, provider=provider, model=model, timeout=timeout, secret=secret, base_error=base_error
@@ -45,6 +53,12 @@ async def post_json(
         if failure is None:
             raise
         raise failure from None
+
+
+def _raw_response_header(sdk) -> str:
+    """The request header the SDK's `with_raw_response` sets (both SDKs name it alike)."""
+    constants = getattr(sdk, "_constants", None)
+    return getattr(constants, "RAW_RESPONSE_HEADER", "X-Stainless-Raw-Response")
 
 
 def sdk_error(

@@ -1,0 +1,262 @@
+"""Provider rate limits: one shared limiter paces every call to a provider key and model.
+
+Each key (provider, endpoint, key variable, model id) has two buckets, one of
+requests and one of tokens, refilled continuously at the limit per minute
+less a headroom. A bucket holds at most a sixtieth of its limit, so calls are
+spread over the minute rather than sent in a burst: a server that counts a
+sliding minute, or one that enforces its limit over shorter periods, sees no
+more than the limit. A call waits, first come first served, until both
+buckets hold what it needs (one request, and its prompt plus max_tokens); a
+call larger than a whole bucket waits for a full one and leaves it in debt.
+
+A 429 pauses the key for everyone until the server's Retry-After (capped at
+a minute) and empties its buckets, and cuts its rate by a quarter, which grows
+back over the following minute (a quarter of the limit a minute). A provider's rate-limit headers adapt it: the
+limit it reports (or the declared one, if lower) sets the rate, and what it
+says is left caps what the buckets hold, which catches other clients of the
+same key. A key that learns its limit from the headers first owes what it
+sent before it knew.
+
+All state lives in one `RateLimiter`; `acquire`, `penalise` and `observe` are
+the whole interface, so an actor can hold it and serve several processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping
+
+from bamasc.program import RateLimit
+from bamasc.runtime.rate_headers import Window, read_rate_headers
+
+WINDOW_S = 60.0  # what the declared limits are per
+HEADROOM = 0.05  # share of each limit left unused: room for the time requests take to reach a sliding-window server
+BURST = 1 / 60  # share of a limit a bucket holds: a second's worth of a per-minute limit
+CUT = 0.75  # a 429 multiplies the key's rate by this
+FLOOR = 0.1  # ... down to this share of its limit at least
+PROVIDERS_WITH_HEADERS = ("openai", "anthropic")
+EPSILON_S = 1e-6
+
+
+def rate_key(model) -> str | None:
+    """The key `model`'s calls are paced under: calls of models that share the provider's account and model
+    share it. None when there is nothing to pace: no limit declared, and a provider that sends no headers."""
+    if model.rate_limit is None and model.provider not in PROVIDERS_WITH_HEADERS:
+        return None
+    return "|".join((model.provider, model.base_url or "", model.api_key_env or "", model.model_id))
+
+
+class _Bucket:
+    """One limit of one key: units available now, refilled at the limit's pace."""
+
+    def __init__(self, declared: float | None, window_s: float, now: float):
+        self.declared = declared
+        self.reported: float | None = None
+        self.window_s = window_s
+        self.level = self.capacity
+        self.stamp = now
+
+    @property
+    def limit(self) -> float | None:
+        known = [limit for limit in (self.declared, self.reported) if limit is not None]
+        return min(known) if known else None
+
+    @property
+    def capacity(self) -> float:
+        return 1.0 if self.limit is None else max(1.0, self.limit * BURST)
+
+    def rate(self, factor: float) -> float:
+        """Units per second."""
+        return 0.0 if self.limit is None else self.limit * (1 - HEADROOM) * factor / self.window_s
+
+    def refill(self, now: float, factor: float, since: float) -> None:
+        """Bring the level up to `now`, refilled from `since` on (a pause refills nothing)."""
+        if self.limit is not None:
+            self.level = min(self.capacity, self.level + max(0.0, now - max(since, self.stamp)) * self.rate(factor))
+        self.stamp = now
+
+    def wait(self, amount: float, factor: float) -> float:
+        """Seconds until `amount` may be taken (a whole bucket, for more than one holds)."""
+        if self.limit is None:
+            return 0.0
+        needed = min(amount, self.capacity)
+        return 0.0 if self.level >= needed else (needed - self.level) / self.rate(factor)
+
+
+class _Key:
+    def __init__(self, requests: float | None, tokens: float | None, window_s: float, now: float):
+        self.requests = _Bucket(requests, window_s, now)
+        self.tokens = _Bucket(tokens, window_s, now)
+        self.paused_until = now
+        self.cut = 1.0  # the rate's factor right after the last 429
+        self.cut_at = now
+        self.window_s = window_s
+        self.lock: asyncio.Lock | None = None
+
+    def factor(self, now: float) -> float:
+        """The share of its limits the key may use now: cut by 429s, growing back by one cut's worth a window."""
+        return min(1.0, self.cut + (1 - CUT) * max(0.0, now - self.cut_at) / self.window_s)
+
+    def refill(self, now: float) -> float:
+        factor = self.factor(now)
+        self.requests.refill(now, factor, self.paused_until)
+        self.tokens.refill(now, factor, self.paused_until)
+        return factor
+
+
+class RateLimiter:
+    """Requests and tokens per minute for each key; `limits` maps keys to their declared `RateLimit`s.
+
+    `window_s` is the length of the declared limits' minute (a shorter one runs
+    a test or benchmark faster); `clock` and `sleep` are for tests.
+    """
+
+    def __init__(self, limits: Mapping[str, object] | None = None, *, window_s: float = WINDOW_S,
+                 clock=time.monotonic, sleep=asyncio.sleep):
+        if not window_s > 0:
+            raise ValueError("window_s must be positive")
+        self.window_s = window_s
+        self._clock = clock
+        self._sleep = sleep
+        self._declared = dict(limits or {})
+        self._keys: dict[str, _Key] = {}
+        self._loop = None
+
+    def _key(self, key: str) -> _Key:
+        state = self._keys.get(key)
+        if state is None:
+            declared = self._declared.get(key)
+            state = self._keys[key] = _Key(
+                getattr(declared, "requests_per_minute", None), getattr(declared, "tokens_per_minute", None),
+                self.window_s, self._clock(),
+            )
+        return state
+
+    async def acquire(self, key: str, tokens: int) -> float:
+        """Wait until `key` may send one request of `tokens` tokens, and take them; returns the seconds waited."""
+        started = self._clock()
+        state = self._key(key)
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a lock belongs to the loop it first waited on
+            self._loop = loop
+            for each in self._keys.values():
+                each.lock = None
+        if state.lock is None:
+            state.lock = asyncio.Lock()
+        async with state.lock:  # first come, first served: only the head of the queue sleeps
+            while True:
+                now = self._clock()
+                factor = state.refill(now)
+                wait = max(state.paused_until - now, state.requests.wait(1, factor), state.tokens.wait(tokens, factor))
+                if wait <= EPSILON_S:  # closer than the clock's resolution: a sleep would not move it
+                    break
+                await self._sleep(wait)
+            state.requests.level -= 1
+            state.tokens.level -= tokens
+        return max(0.0, self._clock() - started)
+
+    def penalise(self, key: str, retry_after_s: float | None = None) -> None:
+        """A call on `key` was refused with a 429: hold every caller of the key back, and slow it down."""
+        state = self._key(key)
+        now = self._clock()
+        factor = state.refill(now)
+        pause = self.window_s / 60 if retry_after_s is None else retry_after_s
+        if not math.isfinite(pause) or pause < 0:
+            pause = self.window_s / 60
+        # A server's Retry-After is believed up to one window: past that it would stall the run.
+        state.paused_until = max(state.paused_until, now + min(pause, self.window_s))
+        state.cut, state.cut_at = max(FLOOR, factor * CUT), state.paused_until  # it grows back once the pause ends
+        for bucket in (state.requests, state.tokens):
+            bucket.level = min(bucket.level, 0.0)
+
+    def observe(self, key: str, headers: Mapping[str, str]) -> None:
+        """Adapt `key` to the rate-limit headers of a reply from its provider (a 429's included)."""
+        if not headers:
+            return
+        report = read_rate_headers(headers)
+        if report.empty:
+            return
+        state = self._key(key)
+        now = self._clock()
+        state.refill(now)
+        for bucket, window in ((state.requests, report.requests), (state.tokens, report.tokens)):
+            self._adapt(state, bucket, window, now)
+
+    def _adapt(self, state: _Key, bucket: _Bucket, window: Window, now: float) -> None:
+        if window.limit is not None and window.limit >= 1:
+            unknown = bucket.limit is None
+            bucket.reported = window.limit
+            if unknown:
+                # The calls sent while the limit was unknown (each took from the level, which nothing
+                # refilled), or what the server says is used if more, are owed first: up to one limit.
+                used = 0.0 if window.remaining is None else max(0.0, window.limit - window.remaining)
+                owed = min(bucket.level, bucket.capacity - used)
+                bucket.level = max(owed, bucket.capacity - bucket.limit)
+        if window.remaining is None:
+            return
+        bucket.level = min(bucket.level, window.remaining)
+        if bucket.limit is None and window.remaining < 1 and window.reset_s is not None:
+            # No rate to refill at: wait for the server's reset instead.
+            state.paused_until = max(state.paused_until, now + min(window.reset_s, self.window_s))
+
+    def limits(self, key: str) -> tuple[float | None, float | None]:
+        """The requests and tokens per window `key` is paced at now (declared or reported, the lower)."""
+        state = self._key(key)
+        return state.requests.limit, state.tokens.limit
+
+
+def limiter_for(models, *, window_s: float = WINDOW_S) -> RateLimiter:
+    """A limiter for `models` (checked `Model`s), with the limits they declare.
+
+    Models that share a key and declare different limits share the lowest.
+    """
+    limits: dict[str, object] = {}
+    for model in models:
+        key = rate_key(model)
+        if key is None or model.rate_limit is None:
+            continue
+        known = limits.get(key)
+        limits[key] = model.rate_limit if known is None else _lower(known, model.rate_limit)
+    return RateLimiter(limits, window_s=window_s)
+
+
+def _lower(one, other):
+    def low(a, b):
+        return b if a is None else a if b is None else min(a, b)
+
+    return RateLimit(low(one.requests_per_minute, other.requests_per_minute),
+                     low(one.tokens_per_minute, other.tokens_per_minute))
+
+
+class Pace:
+    """One model's side of a limiter, for the interpreter: a no-op when nothing paces the model."""
+
+    def __init__(self, limiter, model):
+        self.limiter = limiter
+        self.key = rate_key(model) if limiter is not None else None
+
+    async def wait(self, guard, reservation) -> float | None:
+        """Seconds waited for the key's turn to send the reserved call; None when no limiter paces the model."""
+        if self.key is None:
+            return None
+        try:
+            return await self.limiter.acquire(self.key, reservation.prompt_tokens + reservation.max_tokens)
+        except asyncio.CancelledError:
+            guard.release(reservation)  # stopped while waiting: nothing was sent
+            raise
+
+    def answered(self, headers) -> None:
+        if self.key is not None and headers:
+            self.limiter.observe(self.key, dict(headers))
+
+    def refused(self, problem) -> bool:
+        """Tell the limiter what a failed attempt's answer said; True for a 429, which now holds the key back."""
+        if self.key is None:
+            return False
+        self.answered(problem.rate_headers)
+        if problem.kind != "rate_limited":
+            return False
+        self.limiter.penalise(self.key, problem.retry_after)
+        return True

@@ -1,0 +1,268 @@
+"""Rate limits end to end: tasks through the official SDKs against a local server that enforces them.
+
+The server (tests/runtime/rate_server.py) counts requests and tokens over a
+sliding window and answers 429 beyond them. A minute is scaled down to a few
+seconds: the limiter's `window_s` and the server's window are the same length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+
+from bamasc.plan.compile import compile_file
+from bamasc.runtime.execute import ExecOptions, Task
+from bamasc.runtime.workers import run_tasks
+from bamasc.runtime.guard import BudgetGuard
+from bamasc.runtime.interpreter import TaskRun
+from bamasc.runtime.limiter import RateLimiter, limiter_for, rate_key
+from bamasc.runtime.retry import RetryPolicy
+from bamasc.runtime.trace import TraceWriter
+from tests.runtime.rate_server import limited_server
+from tests.runtime.servers import Action, ScriptedServer, reply, status
+
+KEY = "sk-test-never-printed-0123456789"
+WINDOW = 3.0  # seconds the server and the limiter count a "minute" over
+RETRY = RetryPolicy(max_attempts=4, base_delay=0.05, max_delay=WINDOW, jitter=0.0, timeout=5.0)
+
+
+def compiled(tmp_path, provider: str, base_url: str, rate_limit: str = "", extra: str = "", system: str = ""):
+    # A model id with no offline tokenizer: the client bounds prompts by their bytes, as the server counts them.
+    source = f"""
+model remote {{
+  provider = {provider}
+  name     = "local-model"
+  base_url = "{base_url}"
+  api_key  = env("BAMASC_TEST_KEY")
+  price    {{ input = 0.5  output = 2.0 }}
+  tier     = 1
+  {rate_limit}
+  {extra}
+}}
+role Solver {{
+  max_output = 64
+  prompt     = "Solve: {{{{task}}}}"
+}}
+topology single {{
+  slot solver : Solver [1..1]
+  flow {{ answer solver(task) }}
+}}
+system s {{
+  models     = [remote]
+  topologies = [single]
+  budget     = 1000
+  answer     = text
+  {system}
+}}
+"""
+    path = tmp_path / "limits.bam"
+    path.write_text(source)
+    result = compile_file(str(path))
+    assert result.plan is not None, [d.message for d in result.diagnostics]
+    return result.plan, result.program
+
+
+def run(plan, program, tasks: int, limiter, concurrency: int = 8, trace_path=None):
+    calls: list[dict] = []
+    options = ExecOptions(concurrency=concurrency, retry=RETRY, limiter=limiter, trace_path=trace_path)
+    batch = [Task(str(i), f"task number {i}") for i in range(tasks)]
+    results, _, _ = asyncio.run(run_tasks(plan, program, None, batch, options, calls=calls))
+    return results, calls
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("BAMASC_TEST_KEY", KEY)
+
+
+@pytest.mark.parametrize(
+    "flavor, limits, declared",
+    [
+        ("openai", {"requests": 30}, "rate_limit { requests_per_minute = 30 }"),
+        ("anthropic", {"tokens": 3000}, "rate_limit { tokens_per_minute = 3000 }"),
+    ],
+)
+def test_declared_limits_hold_against_a_server_that_enforces_them(tmp_path, flavor, limits, declared):
+    server, window = limited_server(flavor, window_s=WINDOW, headers=False, **limits)
+    try:
+        plan, program = compiled(tmp_path, flavor, server.base_url, declared)
+        limiter = limiter_for(program.models.values(), window_s=WINDOW)
+        results, calls = run(plan, program, 36, limiter)
+    finally:
+        server.close()
+    assert [r.status for r in results] == ["ok"] * 36
+    # The limiter, not the server's 429s, set the pace: every call waited its turn, and few were refused
+    # (the scaled-down window leaves the client a tenth of a second of scheduling jitter).
+    assert len(window.refused) <= 1, window.refused
+    assert all("rate_wait_s" in call for call in calls)
+    assert sum(call["rate_wait_s"] for call in calls) > WINDOW
+
+
+def test_without_a_limiter_the_same_server_refuses_calls(tmp_path):
+    # The check above could pass by luck if the server were lenient: here nothing paces the calls.
+    server, window = limited_server("openai", window_s=WINDOW, headers=False, requests=30)
+    try:
+        plan, program = compiled(tmp_path, "openai", server.base_url)
+        run(plan, program, 36, RateLimiter(window_s=WINDOW), concurrency=36)
+    finally:
+        server.close()
+    assert len(window.refused) >= 5
+
+
+@pytest.mark.parametrize("flavor", ["openai", "anthropic"])
+def test_an_undeclared_limit_is_learned_from_the_headers(tmp_path, flavor):
+    server, window = limited_server(flavor, window_s=WINDOW, requests=30, tokens=100_000)
+    try:
+        plan, program = compiled(tmp_path, flavor, server.base_url)
+        limiter = limiter_for(program.models.values(), window_s=WINDOW)
+        results, calls = run(plan, program, 40, limiter, concurrency=4)
+    finally:
+        server.close()
+    assert limiter.limits(rate_key(program.models["remote"])) == (30, 100_000)
+    assert [r.status for r in results] == ["ok"] * 40
+    assert len(window.refused) <= 1, window.refused
+    assert sum(call["rate_wait_s"] for call in calls) > 0
+
+
+class FirstRefused:
+    """The first request gets a 429 at once; every other one a reply after `delay` seconds. Arrivals are kept."""
+
+    def __init__(self, retry_after: float, delay: float):
+        self.retry_after = retry_after
+        self.delay = delay
+        self.lock = threading.Lock()
+        self.arrivals: list[float] = []
+
+    def __call__(self, body) -> Action:
+        with self.lock:
+            self.arrivals.append(time.monotonic())
+            first = len(self.arrivals) == 1
+        if first:
+            return status(429, headers={"retry-after": str(self.retry_after)})
+        return Action("slow", delay=self.delay)
+
+
+def test_a_429_holds_back_every_task_on_the_key_not_only_the_one_refused(tmp_path):
+    responder = FirstRefused(retry_after=0.8, delay=0.1)
+    server = ScriptedServer("openai", responder=responder).start()
+    try:
+        plan, program = compiled(tmp_path, "openai", server.base_url)
+        results, calls = run(plan, program, 12, limiter_for(program.models.values()), concurrency=4)
+    finally:
+        server.close()
+    assert [r.status for r in results] == ["ok"] * 12
+    refused_at = responder.arrivals[0]
+    # The three sent alongside the refused one were already out; every later request, from any task,
+    # waited out the Retry-After.
+    later = responder.arrivals[4:]
+    assert later and min(later) >= refused_at + 0.8 - 0.05
+    # The SDK did not retry on its own: each attempt in the trace is one request at the server.
+    assert len(calls) == len(responder.arrivals) == 13
+    assert [call["attempt"] for call in calls if call["error"]] == [1]
+
+
+def test_a_fake_model_with_a_limit_is_paced_and_the_wait_is_in_the_trace_and_its_export(tmp_path, capsys):
+    pytest.importorskip("opentelemetry.sdk")
+    from bamasc.cli import main
+
+    plan, program = compiled(tmp_path, "fake", "http://unused", "rate_limit { requests_per_minute = 12 }")
+    trace = tmp_path / "trace.jsonl"
+    # 12 a "minute" of 0.5 s: the first call at once, then one every 0.5 / (12 * 0.95) s, all six queued together.
+    results, calls = run(plan, program, 6, limiter_for(program.models.values(), window_s=0.5), trace_path=str(trace))
+    assert [r.status for r in results] == ["ok"] * 6
+    waits = sorted(call["rate_wait_s"] for call in calls)
+    assert waits[0] < 0.01 and waits[-1] >= 5 * 0.5 / (12 * 0.95) - 0.01
+    out = tmp_path / "spans.json"
+    assert main(["trace", "export", str(trace), "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    exported = [
+        {pair["key"]: next(iter(pair["value"].values())) for pair in span.get("attributes", [])}
+        for resource in data["resourceSpans"] for scope in resource["scopeSpans"] for span in scope["spans"]
+    ]
+    chat = [span for span in exported if span.get("gen_ai.operation.name") == "chat"]
+    assert sorted(span["bamasc.rate_wait_s"] for span in chat) == pytest.approx(waits)
+
+
+def test_offline_runs_are_not_paced(tmp_path):
+    plan, program = compiled(tmp_path, "openai", "http://127.0.0.1:9", "rate_limit { requests_per_minute = 1 }")
+    options = ExecOptions(fake_mode="echo", retry=RETRY)
+    calls: list[dict] = []
+    results, _, _ = asyncio.run(run_tasks(plan, program, None, [Task(str(i), "x") for i in range(5)], options, calls=calls))
+    assert [r.status for r in results] == ["ok"] * 5  # one a minute would take four minutes
+    assert not any("rate_wait_s" in call for call in calls)
+
+
+class Collect(TraceWriter):
+    def __init__(self):
+        super().__init__(None)
+        self.reserved, self.calls = [], []
+
+    def reserve(self, record: dict) -> str:
+        self.reserved.append(record)
+        return super().reserve(record)
+
+    def call(self, record: dict) -> None:
+        self.calls.append(record)
+
+
+def one_task(plan, program, limiter, trace, task_id="t"):
+    system = plan.systems[0]
+    template = system.template(system.selection["selected"])
+    providers = {"remote": _Instant()}
+    guard = BudgetGuard(system.budget)
+    return guard, TaskRun(program, system, template, providers, guard, task_id, "x", trace, RETRY, 0, limiter)
+
+
+class _Instant:
+    name = "remote"
+
+    def count_prompt_tokens(self, messages):
+        return None
+
+    async def complete(self, messages, max_tokens, *, timeout, decoding=None, expect="text"):
+        from bamasc.runtime.providers.base import Completion
+
+        return Completion("42", 5, 1)
+
+    async def aclose(self):
+        pass
+
+
+def test_a_task_stopped_while_it_waits_has_sent_nothing_and_spent_nothing(tmp_path):
+    plan, program = compiled(tmp_path, "fake", "http://unused", "rate_limit { requests_per_minute = 60 }")
+    limiter = limiter_for(program.models.values())
+    limiter.penalise(rate_key(program.models["remote"]), 30.0)
+    trace = Collect()
+    guard, task = one_task(plan, program, limiter, trace)
+
+    async def main():
+        running = asyncio.ensure_future(task.run())
+        await asyncio.sleep(0.1)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    asyncio.run(main())
+    assert guard.charged == 0 and guard.held == 0
+    assert trace.reserved == [] and trace.calls == []
+
+
+def test_a_wait_that_would_pass_the_deadline_stops_the_task_as_the_deadline_does(tmp_path):
+    plan, program = compiled(
+        tmp_path, "fake", "http://unused", "rate_limit { requests_per_minute = 60 }",
+        "latency { first_token = 0.01  per_token = 0.001 }", "deadline = 0.5",
+    )
+    limiter = limiter_for(program.models.values())
+    limiter.penalise(rate_key(program.models["remote"]), 1.0)
+    trace = Collect()
+    guard, task = one_task(plan, program, limiter, trace)
+    result = asyncio.run(task.run())
+    assert result.status in ("failed", "exhausted") and result.exhausted == "deadline"
+    assert guard.charged == 0 and guard.held == 0
+    (skipped,) = trace.calls
+    assert skipped["skipped"] and skipped["error"].startswith("deadline")
+    assert skipped["rate_wait_s"] >= 1.0 - 0.05  # the wait that used the time up is on the line
