@@ -135,9 +135,9 @@ def run_on_ray(plan, program, system_name: str | None, tasks, options: ExecOptio
                     raise
                 # A runner that failed may still hold its shard: the next run on the trace merges it.
         if ledger_actor is not None:
-            total, spent, _, _, _, _ = _get(ray, ledger_actor.figures.remote())
+            total, spent, earlier, held, _, _ = _get(ray, ledger_actor.figures.remote())
             ledger = BatchBudget(total, spent=spent)
-            ledger.earlier = earlier_total
+            ledger.earlier, ledger.held = earlier, held
         return BatchOutcome(totals, summary, done_here, ledger)
     finally:
         trace.close()
