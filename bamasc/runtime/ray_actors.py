@@ -54,8 +54,7 @@ class RemoteLedger:
         self._take(figures)
 
     def _take(self, figures: tuple) -> None:
-        total, spent, earlier, held, reply, settles = figures
-        if reply > self.reply:
+        if figures[4] > self.reply:  # the reply's number
             self.total, self.spent, self.earlier, self.held, self.reply, self.settles = figures
 
     @property
