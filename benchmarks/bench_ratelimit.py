@@ -16,6 +16,7 @@ Each row is one run:
   both      it declares both, the token limit binding
   learned   it declares nothing: the limits come from the server's headers
   anthropic as `tokens`, over the Anthropic Messages protocol
+  ray       as `tokens`, run by 4 Ray actors sharing one limiter actor (--engine ray; skipped without Ray)
   unpaced   for comparison: nothing declared and no headers sent, so only the 429s slow it down
 Throughput is what the server accepted from the first acceptance to the last,
 as a share of the binding limit; refused is the share of requests answered 429.
@@ -80,7 +81,8 @@ def _serve(flavor: str, limits: dict, window_s: float, pipe) -> None:
     pipe.send((window.accepted, len(window.refused)))
 
 
-def one_run(label: str, flavor: str, declared: dict, served: dict, binding: str, args, folder: str) -> dict:
+def one_run(label: str, flavor: str, declared: dict, served: dict, binding: str, args, folder: str,
+            engine: str = "local") -> dict:
     from bamasc.plan.compile import compile_file
     from bamasc.runtime.execute import ExecOptions, Task
     from bamasc.runtime.workers import run_tasks
@@ -106,7 +108,14 @@ def one_run(label: str, flavor: str, declared: dict, served: dict, binding: str,
     )
     calls: list[dict] = []
     started = time.perf_counter()
-    results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, None, tasks, options, calls=calls))
+    if engine == "ray":
+        from bamasc.runtime.ray_engine import run_on_ray
+
+        results = []
+        run_on_ray(compiled.plan, compiled.program, None, tasks, options, actors=4, calls=calls,
+                   on_result=results.append)
+    else:
+        results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, None, tasks, options, calls=calls))
     wall = time.perf_counter() - started
     pipe.send("stop")
     accepted, refused = pipe.recv()
@@ -153,6 +162,7 @@ def main() -> None:
          {"requests": per_window * 2, "tokens": tokens}, "tokens"),
         ("learned", "openai", {}, {"requests": per_window, "tokens": 10**9}, "requests"),
         ("anthropic", "anthropic", {"tokens": tokens}, {"tokens": tokens}, "tokens"),
+        ("ray", "openai", {"tokens": tokens}, {"tokens": tokens}, "tokens"),
         ("unpaced", "openai", {}, {"requests": per_window, "headers": False}, "requests"),
     ]
     print(f"window {args.window:g} s, runs of about {args.duration:g} s, binding limit {args.rate:g} calls/s, "
@@ -163,10 +173,24 @@ def main() -> None:
         for label, flavor, declared, served, binding in rows:
             if args.only and label not in args.only:
                 continue
-            row = one_run(label, flavor, declared, served, binding, args, folder)
+            engine = "ray" if label == "ray" else "local"
+            if engine == "ray" and not _ray_starts():
+                continue
+            row = one_run(label, flavor, declared, served, binding, args, folder, engine)
             print(f"{row['label']:<10} {row['binding']:<8} {row['limit']:>9.1f} {row['achieved']:>11.1f} "
                   f"{row['share']:>7.1%} {row['requests']:>9} {row['refused']:>3} ({row['refused_share']:.2%}) "
                   f"{row['ok']:>4}/{row['tasks']:<4} {row['wall']:>7.1f} {row['mean_wait']:>11.3f}", flush=True)
+
+
+def _ray_starts() -> bool:
+    from bamasc.runtime.ray_engine import RayUnavailable, start_ray
+
+    try:
+        start_ray(None, 4)
+    except RayUnavailable as problem:
+        print(f"ray       skipped: {problem}")
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -108,6 +108,13 @@ RUN_OPTIONS = {
         help="with --total-budget: pick each task's budget from the system's `budgets` to maximise expected "
              "successes, estimated from this offline table (`collect` rows)",
     ),
+    "--engine": dict(
+        choices=("local", "ray"), default="local",
+        help="local: one process (default); ray: tasks spread over Ray actors, one machine or a cluster, "
+             "under one total and one rate limiter (the ray extra; docs/scale.md)",
+    ),
+    "--ray-address": dict(metavar="ADDR", help="with --engine ray: the Ray cluster to join (default: start one here)"),
+    "--actors": dict(type=positive, default=4, metavar="N", help="with --engine ray: runner actors (default 4)"),
 }
 
 

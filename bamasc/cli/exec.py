@@ -33,6 +33,7 @@ def add_parser(commands) -> None:
     execute.add_argument("--guard", choices=("reserve", "posthoc"), default="reserve",
                          help="posthoc is the paper's after-the-fact check, kept as a benchmark baseline only")
     cli_args.add_run_options(execute, "--skip-bad-rows", "--timeout", "--retries", "--total-budget", "--allocate")
+    cli_args.add_run_options(execute, "--engine", "--ray-address", "--actors")
     execute.set_defaults(run=run)
 
 
@@ -48,6 +49,9 @@ def run(args) -> int:
     from bamasc.cli import batch_budget
 
     if not batch_budget.check(report, args):
+        return report.return_code
+    if args.ray_address and args.engine != "ray":
+        output.usage(report, "--ray-address needs --engine ray")
         return report.return_code
     if args.resume and not args.trace:
         output.usage(report, "--resume needs --trace FILE: the trace holds what each task already spent")
@@ -105,7 +109,13 @@ def run(args) -> int:
             if not first:
                 first.append(result)
 
-        outcome = asyncio.run(run_batch(plan, program, system.name, tasks, options, progress, calls, keep_first))
+        if args.engine == "ray":
+            from bamasc.runtime.ray_engine import run_on_ray
+
+            outcome = run_on_ray(plan, program, system.name, tasks, options, actors=args.actors,
+                                 address=args.ray_address, progress=progress, calls=calls, on_result=keep_first)
+        else:
+            outcome = asyncio.run(run_batch(plan, program, system.name, tasks, options, progress, calls, keep_first))
     except KeyError as problem:
         output.usage(report, f"unknown system or template: {problem}")
         return _ended(report, live)

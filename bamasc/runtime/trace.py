@@ -63,6 +63,12 @@ class TraceWriter:
     def task(self, record: dict) -> None:
         self._write({"type": "task", **record})
 
+    def append_lines(self, lines: list[str]) -> None:
+        """Lines written elsewhere (a shard of this run's trace), each ending in a newline, appended as they are."""
+        if self.handle is not None:
+            self.handle.writelines(lines)
+            self.handle.flush()
+
     def close(self) -> None:
         if self.handle is not None:
             self.handle.close()

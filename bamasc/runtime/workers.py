@@ -191,7 +191,7 @@ async def run_chunk(batch: Batch, tasks, concurrency: int, on_result=None) -> li
     return kept
 
 
-def _with_templates(tasks, selector, chosen_name: str | None):
+def with_templates(tasks, selector, chosen_name: str | None):
     """(task, template) pairs: a policy picks for chunks of tasks at once; otherwise every task gets `chosen_name`."""
     if selector is None:
         for task in tasks:
@@ -243,7 +243,7 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
             ledger = BatchBudget(options.total_budget, spent=earlier_total)
         # Only models the templates that may run bind need an SDK and an API key;
         # nothing left to run (a finished --resume) needs none.
-        models = _models(system, options, by_policy)
+        models = run_models(system, options, by_policy)
         providers = execute.make_providers(program, system.name, options, models) if pending_count else {}
         limiter = execute.make_limiter(program, models, options) if pending_count else None
     except BaseException:
@@ -263,7 +263,7 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
             progress(finished, pending_count)
 
     try:
-        source = _with_templates(_pending(tasks, done), options.selector if by_policy else None,
+        source = with_templates(_pending(tasks, done), options.selector if by_policy else None,
                                  None if by_policy else template_name)
         with fewer_collections():
             await run_chunk(batch, source, options.concurrency, note)
@@ -273,7 +273,7 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
     return BatchOutcome(totals, summary, done_here, ledger, options.allocator)
 
 
-def _models(system, options: ExecOptions, by_policy: bool) -> set[str]:
+def run_models(system, options: ExecOptions, by_policy: bool) -> set[str]:
     """Every model a template that may run binds: the selected one (or, by policy, every feasible one) at each budget."""
     plans = [system] + ([plan for _, plan, _ in options.budget_plans] if options.total_budget is not None else [])
     models = set()

@@ -227,6 +227,8 @@ HEAVY_MODULES = (
     "opentelemetry",
     # The language server's protocol libraries (the lsp extra) belong to `bamasc lsp`.
     "pygls", "lsprotocol", "cattrs",
+    # Ray (the ray extra) belongs to `exec --engine ray`.
+    "ray",
 )
 
 
