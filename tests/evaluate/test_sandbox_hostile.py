@@ -240,7 +240,11 @@ def test_the_same_cases_as_a_user_other_than_root(host):
     probe = subprocess.run(["unshare", "-U", "--map-user=1000", "--map-group=1000", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"user namespaces are not available: {probe.stderr.decode().strip()}")
-    done, verdicts = host.score(quick, runner=("unshare", "-U", "--map-user=1000", "--map-group=1000"))
+    # None of these cases should take long, so a generous wall-time limit (the later --code-timeout
+    # wins) keeps a loaded machine from turning a memory bomb's 'memory' verdict into 'timeout'.
+    done, verdicts = host.score(
+        quick, runner=("unshare", "-U", "--map-user=1000", "--map-group=1000"), extra=("--code-timeout", "20")
+    )
     assert done.returncode == 0, done.stderr
     assert [problem for case in quick for problem in check(case, verdicts.get(case.name), host)] == []
     assert host.leftovers() == []
