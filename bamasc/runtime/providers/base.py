@@ -131,6 +131,34 @@ def branch_expect(decision) -> str:
     return BRANCH_EXPECT + ",".join("" if b.name == decision.fallback else b.name for b in ranked)
 
 
+CARDS_EXPECT = "cards:"
+
+
+def expectations(decisions) -> dict[str, str]:
+    """What each router and dynamic planner call expects, by call id, from a plan's decisions:
+    `branch_expect` for a router; for a planner, `cards:` and per step its seats, the costliest
+    first, steps apart by `|`. Only the offline fake reads them, to write the costliest choices."""
+    from bamasc.ir.dynamic import seat_step
+
+    found = {}
+    steps: dict[str, dict[int, str]] = {}
+    for decision in decisions:
+        at = seat_step(decision.id)
+        if at is None:
+            found[decision.id] = branch_expect(decision)
+        else:
+            ranked = sorted(decision.branches, key=lambda branch: -branch.cost)
+            steps.setdefault(at[0], {})[at[1]] = ",".join(branch.name for branch in ranked)
+    for plan, seats in steps.items():
+        found[plan] = CARDS_EXPECT + "|".join(seats[step] for step in sorted(seats))
+    return found
+
+
+def expected_seats(expect: str) -> list[list[str]] | None:
+    """Per step, the seat names of a dynamic planner's expect, the costliest first; None for any other."""
+    return [step.split(",") for step in expect[len(CARDS_EXPECT):].split("|")] if expect.startswith(CARDS_EXPECT) else None
+
+
 def expected_branches(expect: str) -> list[str] | None:
     """The branch names of a `branch_expect` string ("" for the fallback); None for any other expect."""
     return expect[len(BRANCH_EXPECT):].split(",") if expect.startswith(BRANCH_EXPECT) else None
