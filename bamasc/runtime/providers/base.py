@@ -136,8 +136,9 @@ CARDS_EXPECT = "cards:"
 
 def expectations(decisions) -> dict[str, str]:
     """What each router and dynamic planner call expects, by call id, from a plan's decisions:
-    `branch_expect` for a router; for a planner, `cards:` and per step its seats, the costliest
-    first, steps apart by `|`. Only the offline fake reads them, to write the costliest choices."""
+    `branch_expect` for a router; for a planner, `cards:` and per step its costliest seat, `:` and
+    its seats as declared, steps apart by `|`. Only the offline fake reads them (its worst case
+    gives every step to its costliest seat)."""
     from bamasc.ir.dynamic import seat_step
 
     found = {}
@@ -147,16 +148,19 @@ def expectations(decisions) -> dict[str, str]:
         if at is None:
             found[decision.id] = branch_expect(decision)
         else:
-            ranked = sorted(decision.branches, key=lambda branch: -branch.cost)
-            steps.setdefault(at[0], {})[at[1]] = ",".join(branch.name for branch in ranked)
+            seats = ",".join(branch.name for branch in decision.branches)
+            steps.setdefault(at[0], {})[at[1]] = f"{decision.worst_case_branch}:{seats}"
     for plan, seats in steps.items():
         found[plan] = CARDS_EXPECT + "|".join(seats[step] for step in sorted(seats))
     return found
 
 
-def expected_seats(expect: str) -> list[list[str]] | None:
-    """Per step, the seat names of a dynamic planner's expect, the costliest first; None for any other."""
-    return [step.split(",") for step in expect[len(CARDS_EXPECT):].split("|")] if expect.startswith(CARDS_EXPECT) else None
+def expected_seats(expect: str) -> list[tuple[str, list[str]]] | None:
+    """Per step of a dynamic planner's expect, its costliest seat and its seats; None for any other expect."""
+    if not expect.startswith(CARDS_EXPECT):
+        return None
+    steps = [step.partition(":") for step in expect[len(CARDS_EXPECT):].split("|")]
+    return [(costliest, seats.split(",")) for costliest, _, seats in steps]
 
 
 def expected_branches(expect: str) -> list[str] | None:

@@ -37,7 +37,8 @@ class FakeProvider:
 
     mode "echo" gives a short reply shaped by the prompt; "verbose" gives the
     worst case (critics reject, planners emit every step that fits, routers name
-    the costliest branch) and pads that reply to exactly `max_tokens` tokens,
+    the costliest branch, dynamic planners give each step to its costliest seat
+    and have it read every step before it) and pads that reply to exactly `max_tokens` tokens,
     the worst case the budget guard must survive. "random" draws every choice
     from the seed (critics approve or reject, planners emit one step or more,
     routers name any branch or none) and pads to a random length up to
@@ -178,7 +179,7 @@ def echo_reply(messages: list[Message], expect: str = "text") -> str:
     if asks == "branch":
         return _naming(expected_branches(expect)[0])
     if asks == "cards":
-        return json.dumps([{"step": "Solve it.", "by": expected_seats(expect)[0][0]}])
+        return json.dumps([{"step": "Solve it.", "by": expected_seats(expect)[0][1][0]}])  # the first seat declared
     if asks == "verdict":
         return "The reasoning checks out.\nCONCLUSION: CORRECT"
     if asks == "plan":
@@ -200,7 +201,7 @@ def worst_case_reply(messages: list[Message], max_tokens: int, expect: str = "te
     if asks == "branch":
         return _naming(expected_branches(expect)[0])
     if asks == "cards":  # every step on its costliest seat, reading every step before it
-        return _cards([(i, seats[0], list(range(1, i + 1))) for i, seats in enumerate(expected_seats(expect))], max_tokens)
+        return _cards([(i, dearest, list(range(1, i + 1))) for i, (dearest, _) in enumerate(expected_seats(expect))], max_tokens)
     if asks == "verdict":
         return "CONCLUSION: INCORRECT - the fake critic rejects every draft, so every round runs."
     if asks == "plan":
@@ -220,8 +221,9 @@ def random_reply(messages: list[Message], max_tokens: int, expect: str, rng: ran
         names = expected_branches(expect)
         return _naming(rng.choice(names if "" in names else [*names, ""]))
     if asks == "cards":
+        steps = expected_seats(expect)
         drawn = [(i, rng.choice(seats), sorted(rng.sample(range(1, i + 1), rng.randint(0, i))))
-                 for i, seats in enumerate(expected_seats(expect)[: rng.randint(1, len(expected_seats(expect)))])]
+                 for i, (_, seats) in enumerate(steps[: rng.randint(1, len(steps))])]
         return _cards(drawn, max_tokens)
     if asks == "verdict":
         return rng.choice(("CONCLUSION: CORRECT", "CONCLUSION: INCORRECT - the fake critic drew a rejection."))
