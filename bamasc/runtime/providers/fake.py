@@ -238,10 +238,14 @@ def _cards(steps, max_tokens: int) -> str:
     cards: list[dict] = []
     for i, seat, reads in steps:
         card = {"step": str(i + 1), "by": seat, "reads": reads}
-        if cards and len(json.dumps(cards + [card])) > max_tokens:
+        if cards and len(_compact(cards + [card])) > max_tokens:
             break
         cards.append(card)
-    return json.dumps(cards)
+    return _compact(cards)
+
+
+def _compact(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _naming(branch: str) -> str:
