@@ -70,6 +70,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM310": ("missing-fallback", "A route has no 'otherwise' branch, so a router output naming no branch fails the task."),
     "BAM311": ("missing-round-limit", "A conversation has no max_rounds, so its cost has no bound."),
     "BAM312": ("unreachable-termination", "A conversation's until clause can never stop it, or never before its round limit."),
+    "BAM313": ("missing-step-limit", "A dynamic plan has no max_steps, so its cost has no bound."),
     "BAM401": ("no-models", "A system has no models."),
     "BAM402": ("no-topologies", "A system has no topologies."),
     "BAM403": ("invalid-budget", "A budget is zero or negative."),

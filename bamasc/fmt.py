@@ -363,6 +363,13 @@ def _flow(node) -> str:
                 clause.data, f" max_rounds {word}"
             )
         return text
+    if kind == "dynamic":
+        call, *rest = children
+        seats = ", ".join(c.value for c in rest if not hasattr(c, "data"))
+        clauses = {c.data: c.children[0].value for c in rest if hasattr(c, "data")}
+        limit = f" max_steps {clauses['plan_limit']}" if "plan_limit" in clauses else ""
+        formatter = f" format {clauses['plan_format']}" if "plan_format" in clauses else ""
+        return f"plan {_flow(call)} using {seats}{limit} dynamic{formatter}"
     call, executor, *rest = children
     review = f" review {rest[0].value}" if len(rest) == 2 else ""
     return f"plan {_flow(call)} using {executor.value}{review} max_steps {rest[-1].value}"

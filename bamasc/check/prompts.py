@@ -14,7 +14,7 @@ PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\??")
 
 # What the combinators hand to a call besides its named inputs (docs/language.md, "Prompts").
-BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "step", "transcript")
+BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "step", "transcript", "seats", "steps")
 
 
 def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
@@ -117,6 +117,13 @@ def call_sites(expr, optional: frozenset[str] = frozenset()) -> list[CallSite]:
             site(call.slot, call.span, sometimes=("solution", "feedback")),
             site(expr.critic.name, expr.critic.span, always=("solution",)),
         ]
+    if isinstance(expr, ast.Dynamic):
+        # Every seat may get any step: the first reads no earlier step, later ones may.
+        sites = [site(call.slot, call.span, always=("seats",))]
+        sites += [site(seat.name, seat.span, always=("plan", "step"), sometimes=("previous",)) for seat in expr.seats]
+        if expr.formatter is not None:
+            sites.append(site(expr.formatter.name, expr.formatter.span, always=("steps",)))
+        return sites
     if isinstance(expr, ast.Plan):
         sites = [
             site(call.slot, call.span, sometimes=("feedback",)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bamasc.check.attributes import LIMITS_HINT, did_you_mean, out_of_range, shown
 from bamasc.check.linear import NotLinear, linear_row
+from bamasc.check.dynamic import check_dynamic
 from bamasc.check.routes import check_route
 from bamasc.program import Slot, Topology
 from bamasc.diagnostics import Diagnostic, Note, error, warning
@@ -256,6 +257,8 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
                     )
                 )
             return "list"
+        if isinstance(node, ast.Dynamic):
+            return check_dynamic(node, call, slot_ref, slot_by_name, MAX_STEPS, diagnostics)
         if isinstance(node, ast.Converse):
             for speaker in node.calls:
                 call(speaker)

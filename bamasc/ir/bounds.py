@@ -39,7 +39,7 @@ def call_bounds(
         role = roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += call.framing
-        tokens_in += sum(caps[source] for source in call.inputs + call.again)
+        tokens_in += call.tokens_read(caps)
         tokens_out = caps[call.id] = output_cap(role, model)
         # The dearest rates a prompt this long could be billed at (tiers it may cross included).
         input_cost, output_cost = model.prices().worst_cost(tokens_in, tokens_out)
@@ -62,7 +62,7 @@ def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Progr
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += call.framing
-        tokens_in += sum(smallest[source] for source in call.inputs + call.again)
+        tokens_in += call.tokens_read(smallest)
         smallest[call.id] = min(output_cap(role, m) for m in pool)
         amounts.append((call.alternative, min(m.price_input * tokens_in + m.price_output * output_cap(role, m) for m in pool)))
     # Each branch's floor is below its cost in any binding, so their maximum is below the maximum.

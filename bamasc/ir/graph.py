@@ -75,6 +75,10 @@ def verified_cost(
         tokens_in = template_tokens(role) + (task_tokens if data["reads_task"] else 0)
         tokens_in += trusted[node].framing
         tokens_in += sum(graph.nodes[p]["output_tokens"] for p in (*graph.predecessors(node), *trusted[node].again))
+        # Of a group of calls that exclude each other (a dynamic plan's step), the prompt shows one.
+        for group in trusted[node].either:
+            outputs = [graph.nodes[p]["output_tokens"] for p in group]
+            tokens_in -= sum(outputs) - max(outputs)
         cost = sum(model.prices().worst_cost(tokens_in, tokens_out))
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:
             raise ValueError(

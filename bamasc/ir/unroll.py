@@ -16,10 +16,11 @@ so every bound takes the costliest branch rather than the sum of them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from bamasc.ir.tokens import list_tokens
 from bamasc.ir.alternatives import Choice, Path
-from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, walk
+from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, seat_decision, walk
 from bamasc.program import Topology
 from bamasc.records import record
 
@@ -49,6 +50,16 @@ class CallNode:
     # plan it was cut from (it is at most as long). Counted in every bound like an input.
     again: tuple[str, ...]
     alternative: Path = ()  # the (decision, branch) pairs it runs under; () when it may always run
+    # Groups of `inputs` of which at most one ran (FlowValue.either): each counts as its largest output.
+    either: tuple[tuple[str, ...], ...] = ()
+
+    def tokens_read(self, tokens: Mapping[str, float], again: bool = True) -> float:
+        """The tokens of the outputs its prompt shows, given each call's output `tokens`: every input,
+        each group of exclusive inputs once at its largest, and (with `again`) the outputs shown twice."""
+        grouped = {node for group in self.either for node in group}
+        total = sum(tokens[source] for source in self.inputs if source not in grouped)
+        total += sum(max(tokens[node] for node in group) for group in self.either)
+        return total + (sum(tokens[source] for source in self.again) if again else 0)
 
 
 @record
@@ -73,6 +84,8 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
         if isinstance(request, Decision):
             if request.kind == "branch":
                 choices.append(Choice(request.of, request.within, request.among, request.fallback))
+            elif request.kind == "seat":
+                choices.append(Choice(seat_decision(request.of, request.limit), request.within, request.among, None))
             reply = EVERY
             continue
         if isinstance(request, CallGroup):
@@ -86,16 +99,22 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
 
 
 def _node(call: CallRequest, step: int) -> CallNode:
+    # A list shows one item per group of exclusive calls (FlowValue.either), one per other call.
     framing = sum(
-        list_tokens(len(value.nodes)) for _, value in call.inputs if isinstance(value, FlowValue) and value.many
+        list_tokens(len(value.nodes) - sum(len(group) - 1 for group in value.either))
+        for _, value in call.inputs
+        if isinstance(value, FlowValue) and value.many
     )
+    # The list of seats a dynamic plan's planner sees is text of known length (a byte is at least a token).
+    framing += sum(len(value.text.encode("utf-8")) for _, value in call.inputs if isinstance(value, Seats))
     shown = Counter(
         node
         for _, value in call.inputs
-        for node in (value.nodes if isinstance(value, FlowValue) else (value.plan,))
+        for node in (value.nodes if isinstance(value, FlowValue) else (value.plan,) if isinstance(value, Card) else ())
     )
     again = tuple(node for node, times in shown.items() for _ in range(times - 1))
     return CallNode(
         call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator,
         step, framing, again, call.alternative,
+        tuple(group for _, value in call.inputs if isinstance(value, FlowValue) for group in value.either),
     )

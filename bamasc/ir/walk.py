@@ -19,6 +19,8 @@ strongest first; `chain` calls them weakest first; `parallel` calls all;
 `refine` drafts on executor 0 and in round k audits with critic k and revises
 with executor min(k + 1, count - 1); `plan` runs step i on executor i mod count,
 and each critic may reject once, forcing one re-plan on planner r mod count;
+a dynamic plan runs step i on instance i mod count of the slot its card names
+(ir/dynamic.py);
 `converse` gives every instance of each speaker a turn per round, speakers in
 the order written and each slot's instances in order, every turn reading the
 transcript so far.
@@ -31,14 +33,17 @@ the interpreter, with nothing else to change.
 
 from __future__ import annotations
 
-from typing import Generator
-
+from bamasc.ir.dynamic import walk_dynamic
+from bamasc.ir.requests import (  # the records, used from here by every driver of the walk
+    EVERY, TASK, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, Walk, call_id, one, seat_decision,
+)
 from bamasc.program import Topology
-from bamasc.records import record
 from bamasc.syntax import ast
 
-# What the unroller answers a decision with: every answer is possible.
-EVERY = None
+__all__ = [
+    "EVERY", "PADDED", "TASK", "CallGroup", "CallRequest", "Card", "Decision", "FlowValue", "Seats", "Walk",
+    "call_id", "one", "seat_decision", "walk",
+]
 
 # Combinators whose calls at any count of their slot are the calls they make at
 # the largest count, less those of the instances that do not exist (and the
@@ -51,110 +56,9 @@ EVERY = None
 PADDED = frozenset({"Ref", "SlotCall", "Chain", "Parallel", "Vote"})
 
 
-@record
-class FlowValue:
-    """What a flow expression yields: outputs of calls (all of them, or one of them).
-
-    `many` values are lists (a prompt reads them numbered `[1] ... [2] ...`);
-    a `one_of` value is one output of `nodes`, which one known only at run time
-    (a vote, a refined draft): at run time it holds just that one.
-    """
-
-    task: bool = False
-    nodes: tuple[str, ...] = ()
-    one_of: bool = False
-    many: bool = False
-
-
-TASK = FlowValue(task=True)
-
-
-@record
-class Card:
-    """One step card of a plan call's output, as a prompt input."""
-
-    plan: str
-    index: int
-
-
-@record
-class CallRequest:
-    """One call the flow makes: its seat, what its prompt reads, and when it runs.
-
-    `inputs` maps placeholder names to what fills them: a `FlowValue` (the
-    task, earlier outputs) or a `Card`. A name absent from `inputs` is absent
-    from the prompt (a `{{previous?}}` of the first call of a chain).
-    """
-
-    id: str
-    slot: str
-    instance: int
-    role: str
-    inputs: tuple[tuple[str, FlowValue | Card], ...]
-    condition: str | None  # why it might not run; None when it always runs
-    combinator: str
-    alternative: tuple[tuple[str, str], ...] = ()  # the (decision, branch) pairs it runs under (ir/alternatives.py)
-
-    @property
-    def reads_task(self) -> bool:
-        return any(isinstance(value, FlowValue) and value.task for _, value in self.inputs)
-
-    @property
-    def reads(self) -> tuple[str, ...]:
-        """Ids of the calls whose outputs are part of this call's prompt, first read first."""
-        ids: list[str] = []
-        for _, value in self.inputs:
-            ids.extend(value.nodes if isinstance(value, FlowValue) else (value.plan,))
-        return tuple(dict.fromkeys(ids))
-
-
-@record
-class CallGroup:
-    """Calls made together; the walker receives their outputs as a list, in order."""
-
-    calls: tuple[CallRequest, ...]
-
-
-@record
-class Decision:
-    """A branch on an output. `kind` is one of:
-
-    - "approved": did the critic's verdict `of` approve? True / False.
-    - "steps": how many step cards has the plan `of` (at most `limit`)?
-    - "majority": which of the outputs `among` wins the vote? A call id.
-    - "mentions": does the output `of` contain the text `marker`? True / False.
-    - "branch": which of the branches `among` does the router's output `of` name?
-      A branch name (`fallback` when it names none; None fails the task).
-      The branches' calls exclude each other: each runs under `within` plus
-      (`of`, its name).
-
-    The answer `EVERY` stands for all answers at once (the unroller's).
-    """
-
-    kind: str
-    of: str = ""
-    limit: int = 0
-    among: tuple[str, ...] = ()
-    marker: str = ""
-    fallback: str | None = None
-    within: tuple[tuple[str, str], ...] = ()
-
-
-Walk = Generator["CallRequest | CallGroup | Decision", object, FlowValue]
-
-
-def call_id(slot: str, instance: int, statement: int, label: str) -> str:
-    """A call's id says which seat makes it and where in the flow: `executor[1]@0.revise0`."""
-    return f"{slot}[{instance}]@{statement}.{label}"
-
-
 def walk(topology: Topology, counts: dict[str, int]) -> Walk:
     """Walk the flow of `topology` with `counts` instances per slot (see the module's docstring)."""
     return _Walker(topology, counts).run()
-
-
-def one(node: str) -> FlowValue:
-    return FlowValue(nodes=(node,))
 
 
 class _Walker:
@@ -344,6 +248,9 @@ class _Walker:
                 # its largest unroll (it is a padded statement).
                 checked = checked or approver == call.slot or marker is not None
         return FlowValue(nodes=turns, many=True)
+    def _dynamic(self, node: ast.Dynamic) -> Walk:
+        return walk_dynamic(self, node)
+
     # ------------------------------------------------------------ route
 
     def _route(self, node: ast.Route) -> Walk:

@@ -109,6 +109,10 @@ def _expression(expr, slot, value) -> list[Occurrence]:
         found.append(slot(expr.executor.name, expr.executor.span))
         if expr.critic is not None:
             found.append(slot(expr.critic.name, expr.critic.span))
+    elif isinstance(expr, ast.Dynamic):
+        found.extend(slot(seat.name, seat.span) for seat in expr.seats)
+        if expr.formatter is not None:
+            found.append(slot(expr.formatter.name, expr.formatter.span))
     elif isinstance(expr, ast.Route):
         for branch in expr.branches:
             found.extend(_expression(branch.expr, slot, value))

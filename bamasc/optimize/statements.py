@@ -56,6 +56,9 @@ class SeatCalls:
     # The route branches these calls run under (ir/alternatives.py): a seat called in two branches
     # of a route has one SeatCalls per branch, since only one of them runs.
     alternative: tuple[tuple[str, str], ...] = ()
+    # Reads of groups of seats' calls of which at most one ran (a dynamic plan's step): each
+    # (group, how many reads) costs the largest output of the group.
+    either: tuple[tuple[tuple[SeatKey, ...], int], ...] = ()
 
 
 @record
@@ -201,12 +204,19 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
     per_seat: dict[tuple, list] = {}
     for call in calls:
         seat = seat_of[call.id]
-        entry = per_seat.setdefault((seat, call.alternative), [0, 0, Counter(), Counter()])
+        entry = per_seat.setdefault((seat, call.alternative), [0, 0, Counter(), Counter(), Counter()])
         entry[0] += 1
         entry[1] += _prompt_tokens(program.roles[call.role]) + (system.task_tokens if call.reads_task else 0)
         entry[1] += call.framing
         outside: set[int] = set()
+        grouped = set()
+        for group in call.either:
+            if i is None or all(where[source] == i for source in group):
+                entry[4][tuple(sorted(seat_of[source] for source in group))] += 1
+                grouped.update(group)
         for source in call.inputs + call.again:
+            if source in grouped:
+                continue
             j = where[source]
             if i is None or j == i:
                 entry[2][seat_of[source]] += 1
@@ -221,8 +231,8 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
             read.update(source for source in call.inputs if source in ids)
     value.update(seat_of[source] for source in read)
     seats = tuple(
-        (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items())), path))
-        for (seat, path), (n, fixed, reads, values) in sorted(per_seat.items())
+        (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items())), path, tuple(sorted(either.items()))))
+        for (seat, path), (n, fixed, reads, values, either) in sorted(per_seat.items())
     )
     grouped: dict[int, set] = {}
     paths: dict[int, tuple] = {}
@@ -256,8 +266,14 @@ def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> 
         s, k = seat
         return k < count.get(s, k + 1)
 
+    def kept(group):
+        return tuple(seat for seat in group if exists(seat))
+
     seats = tuple(
-        (seat, SeatCalls(c.calls, c.fixed, tuple((r, n) for r, n in c.reads if exists(r)), c.values, c.alternative))
+        (seat, SeatCalls(
+            c.calls, c.fixed, tuple((r, n) for r, n in c.reads if exists(r)), c.values, c.alternative,
+            tuple((kept(g), n) for g, n in c.either if kept(g)),
+        ))
         for seat, c in unit.seats
         if exists(seat)
     )

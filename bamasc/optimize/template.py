@@ -14,6 +14,8 @@ Columns (docs/language.md, "How the compiler binds"):
 - R[i,σ] >= 0: the tokens seat σ reads in statement i, and Q[i,σ,m] >= 0 its
   split by model, so that Σ_m p_in[m]·Q[i,σ,m] is the product of the seat's
   input price and what it reads, linearised exactly (see `_Builder.reads`).
+- E[i,g] >= 0: the largest output of the seats of group g, of which one call ran
+  (a dynamic plan's step), for the seats that read it.
 - O[i] >= 0, for statements with y: the prompt-text and output cost of unit v
   (one per route branch the statement's calls run under).
 - Z[d] >= 0, for each route d: at least the cost of each of its branches
@@ -38,6 +40,7 @@ from bamasc import limits
 from bamasc.ir.latency import call_latency_s
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.alternatives import decisions
+from bamasc.optimize.either import ExclusiveReads
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
 from bamasc.optimize.offered import offered_exactly
 from bamasc.optimize.problem import SeatProblem
@@ -73,7 +76,7 @@ def build(
     return builder.finish()
 
 
-class _Builder:
+class _Builder(ExclusiveReads):
     def __init__(self, problem, seats: SeatIlp, offered, pool, roles):
         self.problem = problem
         self.seats = seats
@@ -101,6 +104,7 @@ class _Builder:
         self.value_known: dict[int, float] = {}  # statements whose value has the same tokens in every binding
         self.covered: set[tuple[int, int]] = set()  # seats some padded statement always calls
         self.calling: dict[tuple[int, int], list[int]] = defaultdict(list)  # seat -> y columns that call it
+        self.largest_of: dict[tuple, int] = {}  # (statement, group of exclusive seats) -> its E column
 
     # ------------------------------------------------------------ columns
 
@@ -154,6 +158,7 @@ class _Builder:
             for seat, calls in unit.seats:
                 most = calls.fixed + sum(n * self.most_tokens(source) for source, n in calls.reads)
                 most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.values)
+                most += sum(n * max(map(self.most_tokens, group)) for group, n in calls.either)
                 self.prompt_bound[seat] = max(self.prompt_bound.get(seat, 0.0), most)
         if statement.padded:
             (unit,) = statement.units
@@ -259,7 +264,7 @@ class _Builder:
         most_of: dict = defaultdict(float)
         for unit, y in units:
             for seat, calls in unit.seats:
-                if not calls.reads and not calls.values:
+                if not calls.reads and not calls.values and not calls.either:
                     continue
                 known, read = 0.0, []
                 for source, n in calls.reads:
@@ -273,8 +278,11 @@ class _Builder:
                         known += n * self.value_known[j]
                     else:
                         read.append((self.value_column[j], float(n)))
+                for group, n in calls.either:
+                    read.append((self.largest(statement.index, group), float(n)))
                 most = sum(n * self.most_tokens(source) for source, n in calls.reads)
                 most += sum(n * self.value_most[j] for j, n in calls.values)
+                most += sum(n * max(map(self.most_tokens, group)) for group, n in calls.either)
                 if not read and y is None:
                     # What the seat reads is known: its price times that is linear in x.
                     for j, m in self.models(seat):

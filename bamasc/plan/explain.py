@@ -7,6 +7,7 @@ import os
 
 from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds, worst_case_cost
+from bamasc.ir.dynamic import seat_step
 from bamasc.ir.graph import critical_path
 from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
@@ -170,17 +171,22 @@ def _latency_note(system: SystemPlan, template: TemplatePlan) -> str:
 
 
 def route_lines(template: TemplatePlan) -> list[str]:
-    """Each route's branches: exactly one runs, so the bound counts the costliest (marked)."""
+    """Each route's branches, and each dynamic plan step's seats: exactly one runs, so the bound
+    counts the costliest (marked)."""
     lines = []
     for decision in template.decisions:
         fallback = f"'{decision.fallback}'" if decision.fallback else "none: a reply naming no branch fails the task"
-        lines += ["", f"Route {decision.id} (one branch runs; the bound takes the costliest; fallback {fallback}):"]
+        title = f"Route {decision.id} (one branch runs; the bound takes the costliest; fallback {fallback}):"
+        step = seat_step(decision.id)
+        if step:
+            title = f"Step {step[1] + 1} of the dynamic plan {step[0]} (its card names one seat; the bound takes the costliest):"
+        lines += ["", title]
         rows = [
             [("* " if b.name == decision.worst_case_branch else "  ") + b.name, str(len(b.nodes)), f"{b.cost:.1f}",
              "-" if b.latency_s is None else f"{b.latency_s:.3f}"]
             for b in decision.branches
         ]
-        lines.append(text_table(["branch", "calls", "bound µ$", "worst case s"], rows))
+        lines.append(text_table(["seat" if step else "branch", "calls", "bound µ$", "worst case s"], rows))
     return lines
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bamasc.ir.dynamic import seat_step
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 
 
@@ -71,12 +72,14 @@ def _edges(graph):
 
 def _choices(template: TemplatePlan):
     """Each route's alternative edges: (router, first call of the branch or `answer`, label, worst),
-    `worst` for the branch the proven bound takes."""
+    `worst` for the branch the proven bound takes; a dynamic plan's, from the planner to each seat."""
     for decision in template.decisions:
+        step = seat_step(decision.id)  # a dynamic plan's step: the planner's cards choose its seat
         for branch in decision.branches:
             label = branch.name + (" (fallback)" if branch.name == decision.fallback else "")
+            label = f"step {step[1] + 1} by {branch.name}" if step else label
             target = branch.nodes[0] if branch.nodes else "answer"
-            yield decision.id, target, label, branch.name == decision.worst_case_branch
+            yield step[0] if step else decision.id, target, label, branch.name == decision.worst_case_branch
 
 
 def mermaid(template: TemplatePlan) -> str:

@@ -86,8 +86,8 @@ class MalformedPlan(ValueError):
     """The planner's output is not a JSON list of step cards."""
 
 
-def step_cards(text: str, max_steps: int) -> list[str]:
-    """The planner's steps: a JSON list of {"step": "..."} objects or strings, maybe fenced."""
+def _card_list(text: str) -> list:
+    """The planner's JSON list of step cards, maybe fenced."""
     candidate = text
     fences = _FENCE.findall(text)
     if fences:
@@ -99,8 +99,15 @@ def step_cards(text: str, max_steps: int) -> list[str]:
         cards = json.loads(candidate[start : end + 1])
     except json.JSONDecodeError as problem:
         raise MalformedPlan(f"the plan's step list is not valid JSON: {problem.msg}") from None
+    if not isinstance(cards, list):
+        raise MalformedPlan("the plan's step cards are not a JSON list")
+    return cards
+
+
+def step_cards(text: str, max_steps: int) -> list[str]:
+    """The planner's steps: a JSON list of {"step": "..."} objects or strings, maybe fenced."""
     steps = []
-    for card in cards:
+    for card in _card_list(text):
         if isinstance(card, str) and card.strip():
             steps.append(card.strip())
         elif isinstance(card, dict) and isinstance(card.get("step"), str) and card["step"].strip():
@@ -111,6 +118,46 @@ def step_cards(text: str, max_steps: int) -> list[str]:
         raise MalformedPlan("the plan has no steps")
     # Steps past max_steps were never budgeted: they are dropped, not run.
     return steps[:max_steps]
+
+
+def card_seat(text: str, step: int, seats: tuple[str, ...]) -> str:
+    """The slot step `step` (from 0) of a dynamic plan runs on: its card's "by", else the first seat.
+    A card naming a seat the plan does not have is a MalformedPlan that quotes the card."""
+    card = _card_list(text)[step]
+    by = card.get("by") if isinstance(card, dict) else None
+    if by is None:
+        return seats[0]
+    if by not in seats:
+        raise MalformedPlan(f"step {step + 1} is given to {json.dumps(by)}, which is none of the seats ({', '.join(seats)}): {_quote(card)}")
+    return by
+
+
+def card_reads(text: str, step: int) -> tuple[int, ...]:
+    """The earlier steps (from 0) step `step` of a dynamic plan reads: its card's "reads" (numbered
+    from 1, duplicates dropped), else the step before it. A step that does not exist yet is a MalformedPlan."""
+    card = _card_list(text)[step]
+    reads = card.get("reads") if isinstance(card, dict) else None
+    if reads is None:
+        return (step - 1,) if step else ()
+    if not isinstance(reads, list) or any(type(j) is not int or not 1 <= j <= step for j in reads):
+        allowed = f"steps 1 to {step}" if step else "no step (it is the first)"
+        raise MalformedPlan(f"step {step + 1} reads {json.dumps(reads)[:60]}, but it may read {allowed}: {_quote(card)}")
+    return tuple(sorted({j - 1 for j in reads}))
+
+
+def card_choice(decision, text: str):
+    """What a plan's output answers a walker decision (ir/walk.py) with: its step cards for
+    "steps", the seat of step `limit` for "seat", the steps it reads for "reads"."""
+    if decision.kind == "steps":
+        return step_cards(text, decision.limit)
+    if decision.kind == "seat":
+        return card_seat(text, decision.limit, decision.among)
+    return card_reads(text, decision.limit)
+
+
+def _quote(card) -> str:
+    text = json.dumps(card, ensure_ascii=False)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _last(items: list[str]) -> str | None:

@@ -23,14 +23,14 @@ import time
 
 from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
-from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, walk
+from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, Seats, walk
 from bamasc.prices import Usage
 from bamasc.records import record
-from bamasc.runtime.extract import MalformedPlan, approved, chosen_branch, extract_answer, majority, step_cards
+from bamasc.runtime.extract import MalformedPlan, approved, card_choice, chosen_branch, extract_answer, majority
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.limiter import Pace
-from bamasc.runtime.providers.base import Message, ProviderError, branch_expect, decoding_for
+from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
 from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound
@@ -111,7 +111,7 @@ class TaskRun:
         self.nodes = {node.id: node for node in template.nodes}
         self.model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
         self.counts = template.counts
-        self.routes = {decision.id: decision for decision in getattr(template, "decisions", ())}
+        self.expects = expectations(getattr(template, "decisions", ()))  # routers' and dynamic planners'
         self.outputs: dict[str, Output] = {}  # by call id, each call made so far
         self.cards: dict[str, list[str]] = {}  # a plan call's step cards
         self.best: Output | None = None
@@ -190,9 +190,9 @@ class TaskRun:
         """The text of each input the walker gave the call (a later one of the same name wins)."""
         return {name: self.text_of(value) for name, value in call.inputs}
 
-    def text_of(self, value: FlowValue | Card) -> str:
-        if isinstance(value, Card):
-            return self.cards[value.plan][value.index]
+    def text_of(self, value: FlowValue | Card | Seats) -> str:
+        if isinstance(value, (Card, Seats)):
+            return self.cards[value.plan][value.index] if isinstance(value, Card) else value.text
         if value.task:
             return self.task
         if value.many:
@@ -236,7 +236,7 @@ class TaskRun:
             try:
                 completion = await provider.complete(
                     messages, reservation.max_tokens, timeout=timeout, decoding=decoding_for(role, model),
-                    expect=branch_expect(self.routes[node_id]) if node_id in self.routes else role.reads,
+                    expect=self.expects.get(node_id, role.reads),
                 )
             except ProviderError as problem:
                 charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
@@ -355,13 +355,15 @@ class TaskRun:
             return approved(self.outputs[decision.of].text)
         if decision.kind == "mentions":
             return decision.marker in self.outputs[decision.of].text
-        if decision.kind == "steps":
+        if decision.kind in ("steps", "seat", "reads"):
             plan = self.outputs[decision.of]
             try:
-                cards = self.cards[plan.node] = step_cards(plan.text, decision.limit)
+                found = card_choice(decision, plan.text)
             except MalformedPlan as problem:
                 raise TaskError(f"malformed plan from {plan.node}: {problem}") from None
-            return len(cards)
+            if decision.kind == "steps":
+                self.cards[plan.node] = found
+            return len(found) if decision.kind == "steps" else found
         if decision.kind == "branch":
             branch = chosen_branch(self.outputs[decision.of].text, decision.among, decision.fallback)
             if branch is None:  # the walker reads None as every branch: fail the task instead

@@ -232,6 +232,19 @@ class Plan:
 
 
 @record
+class Dynamic:
+    """`plan planner(task) using a, b max_steps n dynamic [format f]`: the planner's step cards
+    name which of the `seats` slots does each step and which earlier steps it reads. A
+    missing step limit is None here and an error in the checker (BAM313)."""
+
+    call: SlotCall
+    seats: tuple[Ident, ...]
+    max_steps: Number | None
+    formatter: Ident | None
+    span: Span
+
+
+@record
 class Converse:
     """`converse coder(task), reviewer(task) until reviewer approves max_rounds 3`.
 
@@ -275,7 +288,7 @@ class Route:
         return next((branch for branch in self.branches if branch.fallback), None)
 
 
-FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan | Converse | Route
+FlowExpr = SlotCall | Ref | Chain | Parallel | Vote | Refine | Plan | Dynamic | Converse | Route
 
 
 @record

@@ -203,6 +203,19 @@ class Transformer:
         critic = self._ident(rest[0]) if len(rest) == 2 else None
         return ast.Plan(self.visit(call), self._ident(executor), critic, self._number(rest[-1]), self.span(node))
 
+    def dynamic(self, node, children):
+        call, *rest = children
+        seats = [self._ident(c) for c in rest if isinstance(c, Token)]
+        clauses = {c.data: c.children[0] for c in rest if not isinstance(c, Token)}
+        limit, formatter = clauses.get("plan_limit"), clauses.get("plan_format")
+        return ast.Dynamic(
+            self.visit(call),
+            tuple(seats),
+            self._number(limit) if limit is not None else None,
+            self._ident(formatter) if formatter is not None else None,
+            self.span(node),
+        )
+
     def converse(self, node, children):
         calls = [self.visit(c) for c in children if c.data == "slot_call"]
         clauses = {c.data: c.children[0] for c in children if c.data != "slot_call"}

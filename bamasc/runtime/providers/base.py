@@ -148,6 +148,38 @@ def branch_expect(decision) -> str:
     return BRANCH_EXPECT + ",".join("" if b.name == decision.fallback else b.name for b in ranked)
 
 
+CARDS_EXPECT = "cards:"
+
+
+def expectations(decisions) -> dict[str, str]:
+    """What each router and dynamic planner call expects, by call id, from a plan's decisions:
+    `branch_expect` for a router; for a planner, `cards:` and per step its costliest seat, `:` and
+    its seats as declared, steps apart by `|`. Only the offline fake reads them (its worst case
+    gives every step to its costliest seat)."""
+    from bamasc.ir.dynamic import seat_step
+
+    found = {}
+    steps: dict[str, dict[int, str]] = {}
+    for decision in decisions:
+        at = seat_step(decision.id)
+        if at is None:
+            found[decision.id] = branch_expect(decision)
+        else:
+            seats = ",".join(branch.name for branch in decision.branches)
+            steps.setdefault(at[0], {})[at[1]] = f"{decision.worst_case_branch}:{seats}"
+    for plan, seats in steps.items():
+        found[plan] = CARDS_EXPECT + "|".join(seats[step] for step in sorted(seats))
+    return found
+
+
+def expected_seats(expect: str) -> list[tuple[str, list[str]]] | None:
+    """Per step of a dynamic planner's expect, its costliest seat and its seats; None for any other expect."""
+    if not expect.startswith(CARDS_EXPECT):
+        return None
+    steps = [step.partition(":") for step in expect[len(CARDS_EXPECT):].split("|")]
+    return [(costliest, seats.split(",")) for costliest, _, seats in steps]
+
+
 def expected_branches(expect: str) -> list[str] | None:
     """The branch names of a `branch_expect` string ("" for the fallback); None for any other expect."""
     return expect[len(BRANCH_EXPECT):].split(",") if expect.startswith(BRANCH_EXPECT) else None

@@ -22,6 +22,7 @@ from bamasc.runtime.providers.base import (
     Message,
     ProviderError,
     expected_branches,
+    expected_seats,
 )
 from bamasc.runtime.tokens import safe_prompt_bound
 
@@ -36,7 +37,8 @@ class FakeProvider:
 
     mode "echo" gives a short reply shaped by the prompt; "verbose" gives the
     worst case (critics reject, planners emit every step that fits, routers name
-    the costliest branch) and pads that reply to exactly `max_tokens` tokens,
+    the costliest branch, dynamic planners give each step to its costliest seat
+    and have it read every step before it) and pads that reply to exactly `max_tokens` tokens,
     the worst case the budget guard must survive. "random" draws every choice
     from the seed (critics approve or reject, planners emit one step or more,
     routers name any branch or none) and pads to a random length up to
@@ -155,6 +157,8 @@ def _asks(prompt: str, expect: str) -> str:
     """What the caller will read from the reply: `expect` when the role says (its `reads`);
     for a role that reads plain text, what its prompt seems to ask for."""
     if expect != "text":
+        if expected_seats(expect) is not None:
+            return "cards"
         return "branch" if expected_branches(expect) is not None else expect
     if "CONCLUSION" in prompt:
         return "verdict"
@@ -174,6 +178,8 @@ def echo_reply(messages: list[Message], expect: str = "text") -> str:
     asks = _asks(prompt, expect)
     if asks == "branch":
         return _naming(expected_branches(expect)[0])
+    if asks == "cards":
+        return json.dumps([{"step": "Solve it.", "by": expected_seats(expect)[0][1][0]}])  # the first seat declared
     if asks == "verdict":
         return "The reasoning checks out.\nCONCLUSION: CORRECT"
     if asks == "plan":
@@ -194,6 +200,8 @@ def worst_case_reply(messages: list[Message], max_tokens: int, expect: str = "te
     asks = _asks(prompt, expect)
     if asks == "branch":
         return _naming(expected_branches(expect)[0])
+    if asks == "cards":  # every step on its costliest seat, reading every step before it
+        return _cards([(i, dearest, list(range(1, i + 1))) for i, (dearest, _) in enumerate(expected_seats(expect))], max_tokens)
     if asks == "verdict":
         return "CONCLUSION: INCORRECT - the fake critic rejects every draft, so every round runs."
     if asks == "plan":
@@ -212,12 +220,32 @@ def random_reply(messages: list[Message], max_tokens: int, expect: str, rng: ran
     if asks == "branch":
         names = expected_branches(expect)
         return _naming(rng.choice(names if "" in names else [*names, ""]))
+    if asks == "cards":
+        steps = expected_seats(expect)
+        drawn = [(i, rng.choice(seats), sorted(rng.sample(range(1, i + 1), rng.randint(0, i))))
+                 for i, (_, seats) in enumerate(steps[: rng.randint(1, len(steps))])]
+        return _cards(drawn, max_tokens)
     if asks == "verdict":
         return rng.choice(("CONCLUSION: CORRECT", "CONCLUSION: INCORRECT - the fake critic drew a rejection."))
     if asks == "plan":
         fits = json.loads(worst_case_reply(messages, max_tokens, expect))
         return json.dumps(fits[: rng.randint(1, max(1, len(fits)))])
     return echo_reply(messages, expect)
+
+
+def _cards(steps, max_tokens: int) -> str:
+    """Dynamic step cards (index, seat, reads), as many from the first as fit in `max_tokens`."""
+    cards: list[dict] = []
+    for i, seat, reads in steps:
+        card = {"step": str(i + 1), "by": seat, "reads": reads}
+        if cards and len(_compact(cards + [card])) > max_tokens:
+            break
+        cards.append(card)
+    return _compact(cards)
+
+
+def _compact(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _naming(branch: str) -> str:
