@@ -116,5 +116,15 @@ def _node(call: CallRequest, step: int) -> CallNode:
     return CallNode(
         call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator,
         step, framing, again, call.alternative,
-        tuple(group for _, value in call.inputs if isinstance(value, FlowValue) for group in value.either),
+        tuple(group for _, value in call.inputs if isinstance(value, FlowValue) for group in _exclusive(value)),
     )
+
+
+def _exclusive(value: FlowValue) -> tuple[tuple[str, ...], ...]:
+    """Groups of the value's calls of which the prompt shows at most one: its `either` groups, and the
+    whole of a single value that is one of several outputs (a route's answer, a refined draft, a vote),
+    which shows only the one it turned out to be."""
+    if value.one_of and not value.many and len(value.nodes) > 1:
+        return (value.nodes,)
+    return value.either
+
