@@ -13,7 +13,6 @@ from bamasc.ir.tokens import list_tokens
 from bamasc.ir.unroll import unroll
 from bamasc.ir.walk import CallRequest, Decision, walk
 from bamasc.lint import lint_paths
-from bamasc.optimize import bind
 from bamasc.optimize.statements import Flow
 from bamasc.plan.compile import compile_file
 from bamasc.runtime.guard import BudgetGuard
@@ -22,7 +21,7 @@ from bamasc.runtime.providers.base import GREEDY, Completion
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound
-from tests.test_template_milp import brute_force, load, objective, same
+from tests.test_template_milp import assert_binds_like_brute_force, load
 
 NO_WAIT = RetryPolicy(max_attempts=1, base_delay=0.0, max_delay=0.0, timeout=5.0)
 
@@ -343,12 +342,7 @@ def test_binding_a_conversation_equals_brute_force(tmp_path, monkeypatch, seed):
     # missing seats: the statement keeps one unroll per count vector ("rotating").
     if len(statement.units) > 1 or any(len(r) > 1 for r in ranges):
         assert not statement.padded or all(len(ranges[s]) == 1 for s in statement.slots)
-    truth = brute_force(program, system.budget)
-    enumerated = objective(bind.bind_template(program, system, "t", system.budget))
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
-    one = objective(bind.bind_template(program, system, "t", system.budget))
-    assert same(enumerated, truth), (source, enumerated, truth)
-    assert same(one, truth), (source, one, truth)
+    assert_binds_like_brute_force(program, source, monkeypatch)
 
 
 # ---------------------------------------------------------------- runs

@@ -19,7 +19,7 @@ from bamasc.ir.alternatives import worst_case
 from bamasc.ir.bounds import call_bounds
 from bamasc.ir.unroll import unroll
 from bamasc.optimize import bind
-from tests.test_template_milp import brute_force, load, objective, same
+from tests.test_template_milp import assert_binds_like_brute_force, load, objective
 
 ROLES = '''
 role Router {
@@ -121,14 +121,7 @@ def random_route_source(rng: random.Random, flows=FLOWS) -> tuple[str, str]:
 def test_route_milp_equals_enumeration_and_brute_force(tmp_path, monkeypatch, seed):
     rng = random.Random(5000 + seed)
     _, source = random_route_source(rng)
-    program = load(tmp_path, source)
-    system = program.systems["s"]
-    truth = brute_force(program, system.budget)
-    enumerated = objective(bind.bind_template(program, system, "t", system.budget))
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
-    one = objective(bind.bind_template(program, system, "t", system.budget))
-    assert same(enumerated, truth), (source, enumerated, truth)
-    assert same(one, truth), (source, one, truth)
+    assert_binds_like_brute_force(load(tmp_path, source), source, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -162,21 +162,23 @@ def same(a, b) -> bool:
     return a[:-1] == b[:-1] and math.isclose(a[-1], b[-1], rel_tol=1e-7, abs_tol=1e-6)
 
 
+def assert_binds_like_brute_force(program, source: str, monkeypatch) -> None:
+    """The best binding at the system's budget, with every rotating slot enumerated (the default
+    for small templates) and with none (one MILP with count indicators), equals brute force."""
+    system = program.systems["s"]
+    truth = brute_force(program, system.budget)
+    enumerated = objective(bind.bind_template(program, system, "t", system.budget))
+    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
+    one = objective(bind.bind_template(program, system, "t", system.budget))
+    assert same(enumerated, truth), (source, enumerated, truth)
+    assert same(one, truth), (source, one, truth)
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_one_milp_equals_enumeration_and_brute_force(tmp_path, monkeypatch, seed):
     rng = random.Random(seed)
     _, source = random_source(rng)
-    program = load(tmp_path, source)
-    system = program.systems["s"]
-    budget = system.budget
-    truth = brute_force(program, budget)
-    # Every rotating slot enumerated (the default for small templates) ...
-    enumerated = objective(bind.bind_template(program, system, "t", budget))
-    # ... and none: one MILP with count indicators.
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
-    one = objective(bind.bind_template(program, system, "t", budget))
-    assert same(enumerated, truth), (source, enumerated, truth)
-    assert same(one, truth), (source, one, truth)
+    assert_binds_like_brute_force(load(tmp_path, source), source, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(25))

@@ -15,20 +15,13 @@ import pytest
 
 from bamasc.optimize import bind
 from tests.dynamic.sources import random_dynamic_source
-from tests.test_template_milp import brute_force, load, objective, same
+from tests.test_template_milp import assert_binds_like_brute_force, load, objective
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_dynamic_milp_equals_enumeration_and_brute_force(tmp_path, monkeypatch, seed):
     source = random_dynamic_source(random.Random(11000 + seed))
-    program = load(tmp_path, source)
-    system = program.systems["s"]
-    truth = brute_force(program, system.budget)
-    enumerated = objective(bind.bind_template(program, system, "t", system.budget))
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
-    one = objective(bind.bind_template(program, system, "t", system.budget))
-    assert same(enumerated, truth), (source, enumerated, truth)
-    assert same(one, truth), (source, one, truth)
+    assert_binds_like_brute_force(load(tmp_path, source), source, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(10))
