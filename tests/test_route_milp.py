@@ -78,6 +78,12 @@ FLOWS = [
         "      otherwise: task\n    }\n    answer formatter(task, picked)",
     ),
     (
+        "lists read later",
+        ["router:Router", "executor:Executor", "writer:Executor", "critic:Critic", "formatter:Formatter"],
+        "picked = route router(task) {\n      many: parallel executor(task)\n      one: refine writer(task) with critic until approved\n"
+        "      otherwise: task\n    }\n    answer formatter(task, picked)",
+    ),
+    (
         "plan in a branch",
         ["router:Router", "planner:Planner", "executor:Executor", "critic:Critic"],
         "answer route router(task) {\n      plan: plan planner(task) using executor review critic max_steps 2\n"
@@ -174,3 +180,42 @@ system s { models = [dear, cheap]  topologies = [t]  budget = 1200  task_tokens 
     router, left, right = (costs[c.id] for c in calls)
     assert router + left + right > system.budget  # the sum would not fit ...
     assert binding.worst_case_cost == pytest.approx(router + max(left, right))  # ... the route does
+
+
+LISTS_READ_LATER = """
+model dear { provider = fake  name = "d"  price { input = 10  output = 10 }  tier = 1 }
+model cheap { provider = fake  name = "c"  price { input = 0.1  output = 1 }  tier = 2 }
+role Router { max_output = 4  prompt = "Route {{task}}" }
+role Agent { max_output = 100  prompt = "Answer {{task}}" }
+role Formatter { max_output = 10  prompt = "Format {{picked}}" }
+topology t {
+  slot router    : Router    [1..1]
+  slot many      : Agent     [2..2]
+  slot one       : Agent     [1..1]
+  slot formatter : Formatter [1..1]
+  flow {
+    picked = route router(task) { wide: parallel many(task)  otherwise: one(task) }
+    answer formatter(picked)
+  }
+}
+system s { models = [dear, cheap]  topologies = [t]  budget = %s  task_tokens = 10 }
+"""
+
+
+def test_a_reader_of_a_route_pays_for_its_largest_branch_answer_in_the_milp_too(tmp_path, monkeypatch):
+    """By hand, all on `dear` (10 µ$ a token in and out): router 24 in + 4 out = 280; each Agent
+    call 25 + 100 = 1,250; the formatter reads `Format ` (7 bytes + 8 message tokens) and the
+    larger answer, the list of two (100 + 100 and its numbering `[1] `, `[2] `, a blank line:
+    4 + 4 + 2), so 225 in + 10 out = 2,350. The wide branch is the costlier (2,500): the bound
+    is 280 + 2,500 + 2,350 = 5,130. Had the formatter been charged every answer (all three,
+    numbered: 331 tokens), it would be 6,190, and a budget of 5,200 would put it on `cheap`."""
+    program = load(tmp_path, LISTS_READ_LATER % 5200)
+    system = program.systems["s"]
+    binding = bind.bind_template(program, system, "t", system.budget)
+    assert binding.feasible
+    assert {seat.model for seat in binding.seats} == {"dear"}
+    assert binding.worst_case_cost == pytest.approx(5130.0)
+    formatter = next(bound for bound in binding.bounds if bound.node.startswith("formatter"))
+    assert formatter.input_tokens == 225
+    for budget in (5129, 5130):  # the MILP and enumeration agree with brute force at the edge
+        assert_binds_like_brute_force(load(tmp_path, LISTS_READ_LATER % budget), LISTS_READ_LATER, monkeypatch)

@@ -65,6 +65,7 @@ def verified_cost(
     """
     from bamasc.ir.alternatives import worst_case
     from bamasc.ir.tokens import output_cap, template_tokens
+    from bamasc.ir.unroll import largest_option
 
     costs = []
     for node in nx.topological_sort(graph):
@@ -74,11 +75,13 @@ def verified_cost(
         tokens_out = output_cap(role, model)
         tokens_in = template_tokens(role) + (task_tokens if data["reads_task"] else 0)
         tokens_in += trusted[node].framing
-        tokens_in += sum(graph.nodes[p]["output_tokens"] for p in (*graph.predecessors(node), *trusted[node].again))
-        # Of a group of calls that exclude each other (a dynamic plan's step), the prompt shows one.
-        for group in trusted[node].either:
-            outputs = [graph.nodes[p]["output_tokens"] for p in group]
-            tokens_in -= sum(outputs) - max(outputs)
+        # Of a group of options that exclude each other (a dynamic plan's step, a route's answer),
+        # the prompt shows one: the largest counts, the rest not.
+        outputs = {p: graph.nodes[p]["output_tokens"] for p in graph.predecessors(node)}
+        grouped = {p for group in trusted[node].either for option in group for p in option.nodes}
+        tokens_in += sum(tokens for p, tokens in outputs.items() if p not in grouped)
+        tokens_in += sum(largest_option(group, outputs) for group in trusted[node].either)
+        tokens_in += sum(graph.nodes[p]["output_tokens"] for p in trusted[node].again)
         cost = sum(model.prices().worst_cost(tokens_in, tokens_out))
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:
             raise ValueError(

@@ -30,6 +30,10 @@ class FlowValue:
     # Groups of `nodes` of which at most one ran (a dynamic plan's step, one call per seat it
     # may run on): a list shows one item per group, and bounds count the group's largest output.
     either: tuple[tuple[str, ...], ...] = ()
+    # The values it may turn out to be, of which exactly one is shown (a route's branches): a
+    # prompt reading it shows the one chosen, so bounds count the largest, lists and all. At
+    # run time, and for values that are not alternatives, ().
+    options: tuple["FlowValue", ...] = ()
 
 
 TASK = FlowValue(task=True)

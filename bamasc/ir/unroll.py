@@ -26,6 +26,15 @@ from bamasc.records import record
 
 
 @record
+class Option:
+    """One of the values a prompt input may turn out to be: these calls' outputs, and `extra`
+    tokens of numbering around them when it is a list."""
+
+    nodes: tuple[str, ...]
+    extra: int = 0
+
+
+@record
 class CallNode:
     """One possible call: which seat makes it, and whose outputs it reads."""
 
@@ -50,16 +59,22 @@ class CallNode:
     # plan it was cut from (it is at most as long). Counted in every bound like an input.
     again: tuple[str, ...]
     alternative: Path = ()  # the (decision, branch) pairs it runs under; () when it may always run
-    # Groups of `inputs` of which at most one ran (FlowValue.either): each counts as its largest output.
-    either: tuple[tuple[str, ...], ...] = ()
+    # Groups of options of which the prompt shows exactly one (a dynamic plan's step, one call per
+    # seat; a route's answer, one branch's value): each group counts as its largest option.
+    either: tuple[tuple[Option, ...], ...] = ()
 
     def tokens_read(self, tokens: Mapping[str, float], again: bool = True) -> float:
         """The tokens of the outputs its prompt shows, given each call's output `tokens`: every input,
-        each group of exclusive inputs once at its largest, and (with `again`) the outputs shown twice."""
-        grouped = {node for group in self.either for node in group}
+        each group of exclusive options once at its largest, and (with `again`) the outputs shown twice."""
+        grouped = {node for group in self.either for option in group for node in option.nodes}
         total = sum(tokens[source] for source in self.inputs if source not in grouped)
-        total += sum(max(tokens[node] for node in group) for group in self.either)
+        total += sum(largest_option(group, tokens) for group in self.either)
         return total + (sum(tokens[source] for source in self.again) if again else 0)
+
+
+def largest_option(group: tuple[Option, ...], tokens: Mapping[str, float]) -> float:
+    """The tokens of the largest of the options, given each call's output `tokens`."""
+    return max(sum(tokens[node] for node in option.nodes) + option.extra for option in group)
 
 
 @record
@@ -99,12 +114,8 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
 
 
 def _node(call: CallRequest, step: int) -> CallNode:
-    # A list shows one item per group of exclusive calls (FlowValue.either), one per other call.
-    framing = sum(
-        list_tokens(len(value.nodes) - sum(len(group) - 1 for group in value.either))
-        for _, value in call.inputs
-        if isinstance(value, FlowValue) and value.many
-    )
+    # The numbering of the lists it shows; that of a value that is one of several is in its options.
+    framing = sum(_numbering(value) for _, value in call.inputs if isinstance(value, FlowValue) and not value.options)
     # The list of seats a dynamic plan's planner sees is text of known length (a byte is at least a token).
     framing += sum(len(value.text.encode("utf-8")) for _, value in call.inputs if isinstance(value, Seats))
     shown = Counter(
@@ -120,11 +131,29 @@ def _node(call: CallRequest, step: int) -> CallNode:
     )
 
 
-def _exclusive(value: FlowValue) -> tuple[tuple[str, ...], ...]:
-    """Groups of the value's calls of which the prompt shows at most one: its `either` groups, and the
-    whole of a single value that is one of several outputs (a route's answer, a refined draft, a vote),
-    which shows only the one it turned out to be."""
+def _numbering(value: FlowValue) -> int:
+    # A list shows one item per group of exclusive calls (FlowValue.either), one per other call.
+    return list_tokens(len(value.nodes) - sum(len(group) - 1 for group in value.either)) if value.many else 0
+
+
+def _exclusive(value: FlowValue) -> tuple[tuple[Option, ...], ...]:
+    """Groups of options of which the prompt shows exactly one: for a value that is one of several
+    (a route's answer) one group of its options; for a single value that is one of several outputs
+    (a refined draft, a vote) one group of those outputs; else the value's `either` groups."""
+    if value.options:
+        return (tuple(option for branch in value.options for option in _as_options(branch)),)
     if value.one_of and not value.many and len(value.nodes) > 1:
-        return (value.nodes,)
-    return value.either
+        return (tuple(Option((node,)) for node in value.nodes),)
+    return tuple(tuple(Option((node,)) for node in group) for group in value.either)
+
+
+def _as_options(value: FlowValue) -> tuple[Option, ...]:
+    """A branch's value as the options it may show: one of its own options (a route in the branch),
+    one of its outputs (a vote), or all of it, numbered if it is a list. A list with exclusive
+    groups of its own counts all of their calls here: safe, and loose only in that rare case."""
+    if value.options:
+        return tuple(option for branch in value.options for option in _as_options(branch))
+    if value.one_of and not value.many and len(value.nodes) > 1:
+        return tuple(Option((node,)) for node in value.nodes)
+    return (Option(value.nodes, _numbering(value)),)
 

@@ -277,4 +277,7 @@ class _Walker:
         if chosen is not EVERY:
             return values[0] if values else FlowValue()
         nodes = tuple(dict.fromkeys(n for value in values for n in value.nodes))
-        return FlowValue(task=any(v.task for v in values), nodes=nodes, one_of=True, many=any(v.many for v in values))
+        return FlowValue(
+            task=any(v.task for v in values), nodes=nodes, one_of=True, many=any(v.many for v in values),
+            options=tuple(values),
+        )

@@ -35,6 +35,13 @@ from bamasc.records import record, replace
 SeatKey = tuple[int, int]
 """(slot index, instance)."""
 
+Option = tuple[tuple[tuple[SeatKey, int], ...], int]
+"""One option of an exclusive read: the seats whose outputs it shows (with multiplicity, sorted)
+and the tokens of numbering around them."""
+
+Group = tuple[Option, ...]
+"""Options of which a prompt shows exactly one: it costs the largest (ir/unroll.py `Option`)."""
+
 
 class NotDecomposable(Exception):
     """A call reads part of an earlier statement's value, so values cannot be summarised."""
@@ -56,9 +63,9 @@ class SeatCalls:
     # The route branches these calls run under (ir/alternatives.py): a seat called in two branches
     # of a route has one SeatCalls per branch, since only one of them runs.
     alternative: tuple[tuple[str, str], ...] = ()
-    # Reads of groups of seats' calls of which at most one ran (a dynamic plan's step): each
-    # (group, how many reads) costs the largest output of the group.
-    either: tuple[tuple[tuple[SeatKey, ...], int], ...] = ()
+    # Reads of groups of options of which the prompt shows one (a dynamic plan's step, a route's
+    # answer read in the statement that made it): each (group, how many reads) costs its largest option.
+    either: tuple[tuple[Group, int], ...] = ()
 
 
 @record
@@ -68,6 +75,9 @@ class Unit:
     vector: tuple[int, ...]  # counts of the statement's slots, in `Statement.slots` order
     seats: tuple[tuple[SeatKey, SeatCalls], ...]  # sorted by seat, then alternative
     value: tuple[tuple[SeatKey, int], ...]  # seats of the calls later statements read, with multiplicity
+    # When the value is one of several (a route's answer): the options a reader sees one of, whose
+    # largest is what it reads, instead of every seat of `value`. () when it is all of `value`.
+    value_options: Group = ()
     steps: tuple[tuple[SeatKey, ...], ...] = ()  # per step of the walk, the seats whose calls run together
     step_paths: tuple[tuple[tuple[str, str], ...], ...] = ()  # per step, the alternative it runs under
 
@@ -211,9 +221,15 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
         outside: set[int] = set()
         grouped = set()
         for group in call.either:
-            if i is None or all(where[source] == i for source in group):
-                entry[4][tuple(sorted(seat_of[source] for source in group))] += 1
-                grouped.update(group)
+            made_in = {where[node] for option in group for node in option.nodes}
+            if i is None or made_in <= {i}:
+                entry[4][_group(group, seat_of)] += 1
+                grouped.update(node for option in group for node in option.nodes)
+            elif len(made_in) > 1:
+                # Options made by several statements are read as the sum of their values, which
+                # holds every option; only the numbering is not in any value's tokens.
+                entry[1] += max(option.extra for option in group)
+            # Options all made by one earlier statement are that statement's value (`_value_options`).
         for source in call.inputs + call.again:
             if source in grouped:
                 continue
@@ -226,9 +242,11 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
     ids = {call.id for call in calls}
     value: Counter = Counter()
     read = set()
+    options: Group = ()
     for call in every if i is not None else ():
         if where[call.id] > i:
             read.update(source for source in call.inputs if source in ids)
+            options = options or _value_options(call, ids, seat_of)
     value.update(seat_of[source] for source in read)
     seats = tuple(
         (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items())), path, tuple(sorted(either.items()))))
@@ -240,7 +258,25 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
         grouped.setdefault(call.step, set()).add(seat_of[call.id])
         paths[call.step] = call.alternative  # one walker request: one alternative
     steps = tuple(tuple(sorted(grouped[step])) for step in sorted(grouped))
-    return Unit(vector, seats, tuple(sorted(value.items())), steps, tuple(paths[step] for step in sorted(grouped)))
+    steps_paths = tuple(paths[step] for step in sorted(grouped))
+    return Unit(vector, seats, tuple(sorted(value.items())), options, steps, steps_paths)
+
+
+def _group(group, seat_of) -> Group:
+    """An exclusive read's options (ir/unroll.py `Option`) by the seats that make their calls."""
+    return tuple(sorted(
+        (tuple(sorted(Counter(seat_of[node] for node in option.nodes).items())), option.extra) for option in group
+    ))
+
+
+def _value_options(call: CallNode, ids: set[str], seat_of) -> Group:
+    """The options of `call`'s exclusive read whose calls all belong to the statement made of
+    `ids` (its value is one of several, a route's answer), or () if it reads none such."""
+    for group in call.either:
+        nodes = {node for option in group for node in option.nodes}
+        if nodes and nodes <= ids:
+            return _group(group, seat_of)
+    return ()
 
 
 _PROMPT_TOKENS: dict[tuple[str, str | None], int] = {}
@@ -266,8 +302,9 @@ def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> 
         s, k = seat
         return k < count.get(s, k + 1)
 
-    def kept(group):
-        return tuple(seat for seat in group if exists(seat))
+    def kept(group: Group) -> Group:
+        options = ((tuple((seat, n) for seat, n in seats if exists(seat)), extra) for seats, extra in group)
+        return tuple(option for option in options if option != ((), 0))
 
     seats = tuple(
         (seat, SeatCalls(
@@ -277,7 +314,8 @@ def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> 
         for seat, c in unit.seats
         if exists(seat)
     )
-    kept = [(tuple(seat for seat in step if exists(seat)), path) for step, path in zip(unit.steps, unit.step_paths)]
-    steps = tuple(step for step, _ in kept if step)
-    paths = tuple(path for step, path in kept if step)
-    return Unit(vector, seats, tuple((seat, n) for seat, n in unit.value if exists(seat)), steps, paths)
+    running = [(tuple(seat for seat in step if exists(seat)), path) for step, path in zip(unit.steps, unit.step_paths)]
+    steps = tuple(step for step, _ in running if step)
+    paths = tuple(path for step, path in running if step)
+    value = tuple((seat, n) for seat, n in unit.value if exists(seat))
+    return Unit(vector, seats, value, kept(unit.value_options), steps, paths)

@@ -10,7 +10,8 @@ Columns (docs/language.md, "How the compiler binds"):
 - y[i,v] in [0, 1] for such a statement i: its slots have the counts v. Rows
   make Σ_v y = 1 and each slot's marginal equal its u, so y is 0/1 whenever u is.
 - W[j] >= 0: the tokens of statement j's value, Σ of the output caps of its
-  calls, for statements whose value a later one reads.
+  calls, for statements whose value a later one reads; of a route's answer,
+  at least each branch's answer (optimize/either.py).
 - R[i,σ] >= 0: the tokens seat σ reads in statement i, and Q[i,σ,m] >= 0 its
   split by model, so that Σ_m p_in[m]·Q[i,σ,m] is the product of the seat's
   input price and what it reads, linearised exactly (see `_Builder.reads`).
@@ -158,7 +159,7 @@ class _Builder(ExclusiveReads):
             for seat, calls in unit.seats:
                 most = calls.fixed + sum(n * self.most_tokens(source) for source, n in calls.reads)
                 most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.values)
-                most += sum(n * max(map(self.most_tokens, group)) for group, n in calls.either)
+                most += sum(n * self.most_of(group) for group, n in calls.either)
                 self.prompt_bound[seat] = max(self.prompt_bound.get(seat, 0.0), most)
         if statement.padded:
             (unit,) = statement.units
@@ -167,14 +168,7 @@ class _Builder(ExclusiveReads):
                 self.own(seat, calls, None)
             self.reads(statement, [(unit, None)])
             if statement.read_later:
-                self.value_most[statement.index] = sum(n * self.most_tokens(seat) for seat, n in unit.value)
-                known = [self.known_tokens(seat) for seat, _ in unit.value]
-                if None not in known:
-                    self.value_known[statement.index] = sum(t * n for t, (_, n) in zip(known, unit.value))
-                    return
-                column = self.value_column[statement.index] = self.new(f"W[{statement.index}]")
-                value = [(j, -c) for seat, n in unit.value for j, c in self.tokens(seat, n)]
-                self.row("value", [(column, 1.0), *value], 0.0, math.inf)
+                self.value_rows(statement.index, [(unit, None)])
             return
         counts = {s: self.counts_of(s) for s in statement.slots}
         ys = []
@@ -206,14 +200,7 @@ class _Builder(ExclusiveReads):
                 self.row("own", [(own[path], 1.0), *terms[path], (y, -most[path])], -most[path], math.inf)
         self.reads(statement, ys)
         if statement.read_later:
-            column = self.value_column[statement.index] = self.new(f"W[{statement.index}]")
-            most_all = 0.0
-            for unit, y in ys:
-                most = sum(n * self.most_tokens(seat) for seat, n in unit.value)
-                most_all = max(most_all, most)
-                value = [(j, -c) for seat, n in unit.value for j, c in self.tokens(seat, n)]
-                self.row("value", [(column, 1.0), *value, (y, -most)], -most, math.inf)
-            self.value_most[statement.index] = most_all
+            self.value_rows(statement.index, ys)
 
     def rates(self, seat, m: int, calls) -> tuple[float, float, float]:
         """(input, output, per-request) rates a call at `seat` on model m is bounded at (ir/bounds.py).
@@ -282,7 +269,7 @@ class _Builder(ExclusiveReads):
                     read.append((self.largest(statement.index, group), float(n)))
                 most = sum(n * self.most_tokens(source) for source, n in calls.reads)
                 most += sum(n * self.value_most[j] for j, n in calls.values)
-                most += sum(n * max(map(self.most_tokens, group)) for group, n in calls.either)
+                most += sum(n * self.most_of(group) for group, n in calls.either)
                 if not read and y is None:
                     # What the seat reads is known: its price times that is linear in x.
                     for j, m in self.models(seat):

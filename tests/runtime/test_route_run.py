@@ -6,8 +6,9 @@ at random, planners emit any number of steps) under many seeds, charged ≤
 proven bound ≤ budget on every task. In verbose mode, a dry run, the fake
 router names the costliest branch and every reply fills its cap: with a task
 of exactly `task_tokens` tokens the run is charged the bound itself, so the
-bound is tight, not merely safe (except where a later call reads the route's
-value: the bound counts every branch's answer there, docs/language.md).
+bound is tight, not merely safe. Two exceptions, both safe: a later call that
+reads the route's value is charged the largest branch answer, which may come
+from another branch than the costliest; and a plan's step cards (docs/language.md).
 """
 
 from __future__ import annotations
@@ -68,7 +69,12 @@ def test_charged_never_exceeds_the_bound_and_the_bound_is_reached(tmp_path, seed
     worst, template = _run(result, "verbose", 0, task)
     assert worst.status == "ok", worst
     assert worst.cost <= template.worst_case_cost + 1e-6
-    if name == "plan in a branch":
+    if name == "lists read later":
+        # The reader is charged the largest branch answer, and the route its costliest branch: when
+        # those are two branches (a long refine answering one draft, a cheap parallel answering a
+        # list), no run pays both, and the bound is safe but above every run.
+        assert worst.cost <= template.worst_case_cost + 1e-6
+    elif name == "plan in a branch":
         # A step card is counted at the plan's whole cap beside the plan (safe: a card is cut
         # from the plan), while the fake's cards share the plan's length: looser by design.
         assert worst.cost <= template.worst_case_cost + 1e-6
