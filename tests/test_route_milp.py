@@ -16,7 +16,7 @@ import random
 import pytest
 
 from bamasc.ir.alternatives import worst_case
-from bamasc.ir.bounds import call_bounds
+from bamasc.ir.bounds import call_bounds, cost_amounts
 from bamasc.ir.unroll import unroll
 from bamasc.optimize import bind
 from tests.test_template_milp import assert_binds_like_brute_force, load, objective
@@ -145,8 +145,11 @@ def test_route_bindings_at_growing_budgets(tmp_path, monkeypatch, seed):
         if binding.feasible:
             calls = binding.unrolled.calls
             total = sum(bound.cost for bound in binding.bounds)
-            worst = worst_case(((c.alternative, b.cost) for c, b in zip(calls, binding.bounds)), binding.unrolled.choices)
+            worst = worst_case(cost_amounts(calls, binding.bounds), binding.unrolled.choices)
             assert binding.worst_case_cost == pytest.approx(worst.total)
+            # A branch pays for what later calls read of it, which only tightens the bound.
+            whole = worst_case(((c.alternative, b.cost) for c, b in zip(calls, binding.bounds)), binding.unrolled.choices)
+            assert worst.total <= whole.total + 1e-9
             assert binding.worst_case_cost <= total + 1e-9
         if previous is not None:
             assert found is not None, (source, budget)
@@ -219,3 +222,41 @@ def test_a_reader_of_a_route_pays_for_its_largest_branch_answer_in_the_milp_too(
     assert formatter.input_tokens == 225
     for budget in (5129, 5130):  # the MILP and enumeration agree with brute force at the edge
         assert_binds_like_brute_force(load(tmp_path, LISTS_READ_LATER % budget), LISTS_READ_LATER, monkeypatch)
+
+
+DEEP_OR_WIDE = """
+model dear { provider = fake  name = "d"  price { input = 10  output = 10 }  tier = 1 }
+role Router { max_output = 4  prompt = "Route {{task}}" }
+role Agent { max_output = 100  prompt = "Answer {{task}} {{previous?}}" }
+role Formatter { max_output = 10  prompt = "Format {{picked}}" }
+topology t {
+  slot router    : Router    [1..1]
+  slot many      : Agent     [2..2]
+  slot one       : Agent     [3..3]
+  slot formatter : Formatter [1..1]
+  flow {
+    picked = route router(task) { wide: parallel many(task)  deep: chain one(task)  otherwise: task }
+    answer formatter(picked)
+  }
+}
+system s { models = [dear]  topologies = [t]  budget = %s  task_tokens = 10 }
+"""
+
+
+def test_a_branch_pays_for_what_is_read_of_its_answer(tmp_path, monkeypatch):
+    """By hand, at 10 µ$ a token: router 24 + 4 tokens = 280. `wide` makes two Agent calls of
+    26 + 100 tokens (2,520) and answers a list of 210 tokens (two outputs, numbered); `deep` chains
+    three, 26, 126 and 126 in, 100 out each (5,780), and answers 100 tokens; `otherwise` answers
+    the task, 10 tokens. The formatter: `Format ` and 8 message tokens in, 10 out (250), plus its
+    read of the answer, paid in the branch that made it: 2,100 in `wide`, 1,000 in `deep`, 100 in
+    `otherwise`. So wide costs 4,620, deep 6,780, and the bound is 280 + 6,780 + 250 = 7,310: the
+    run that takes `deep`. Charging the formatter the largest answer and the task beside the
+    costliest branch would say 8,510, a run no choice of branch makes."""
+    program = load(tmp_path, DEEP_OR_WIDE % 7310)
+    system = program.systems["s"]
+    binding = bind.bind_template(program, system, "t", system.budget)
+    assert binding.feasible
+    assert binding.worst_case_cost == pytest.approx(7310.0)
+    assert not bind.bind_template(program, system, "t", 7309.0).feasible
+    for budget in (7309, 7310):
+        assert_binds_like_brute_force(load(tmp_path, DEEP_OR_WIDE % budget), DEEP_OR_WIDE, monkeypatch)

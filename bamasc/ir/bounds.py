@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.program import Model, Program, Role
-from bamasc.ir.alternatives import Choice, worst_case
+from bamasc.ir.alternatives import Choice, Path, worst_case
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import CallNode
 from bamasc.records import record
@@ -19,6 +19,10 @@ class CallBound:
     output_tokens: int
     input_cost: float
     output_cost: float
+    # The parts of `input_cost` paid only if a branch ran (CallNode.branch_reads): µ$ under each
+    # branch's alternative, of which `branch_most` is the largest the cost holds.
+    shares: tuple[tuple[Path, float], ...] = ()
+    branch_most: float = 0.0
 
     @property
     def cost(self) -> float:
@@ -39,18 +43,41 @@ def call_bounds(
         role = roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += call.framing
-        tokens_in += call.tokens_read(caps)
+        tokens_in += call.tokens_read(caps, task_tokens)
         tokens_out = caps[call.id] = output_cap(role, model)
-        # The dearest rates a prompt this long could be billed at (tiers it may cross included).
-        input_cost, output_cost = model.prices().worst_cost(tokens_in, tokens_out)
-        bounds.append(CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost))
+        bounds.append(call_bound(call, model, tokens_in, tokens_out, caps, task_tokens))
     return bounds
+
+
+def call_bound(call: CallNode, model: Model, tokens_in: int, tokens_out: int, tokens, task_tokens: int) -> CallBound:
+    """A call's bound from its prompt and output tokens, at the dearest rates a prompt this long
+    could be billed (tiers it may cross included), with its reads of branches' outputs priced
+    apart (`tokens`: each call's output tokens)."""
+    pricing = model.prices()
+    input_cost, output_cost = pricing.worst_cost(tokens_in, tokens_out)
+    largest, shares = call.branch_reads(tokens, task_tokens)
+    if not shares:
+        return CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost)
+    rate = pricing.worst_rates(tokens_in).input
+    priced = tuple((path, rate * share) for path, share in shares)
+    return CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost, priced, rate * largest)
+
+
+def cost_amounts(calls, bounds) -> list[tuple[Path, float]]:
+    """(alternative, µ$) of every part of the calls' bounds (in the same order): a call's own cost
+    under its alternative, and what it pays to read a branch's output under that branch."""
+    amounts = []
+    for call, bound in zip(calls, bounds, strict=True):
+        amounts.append((call.alternative, bound.cost - bound.branch_most))
+        amounts.extend(bound.shares)
+    return amounts
 
 
 def worst_case_cost(calls: tuple[CallNode, ...], bounds, choices: tuple[Choice, ...] = ()) -> float:
     """The flow's worst-case cost from its calls' bounds (in the same order): every call outside a
-    route, plus each route's costliest branch (ir/alternatives.py)."""
-    return worst_case(((call.alternative, bound.cost) for call, bound in zip(calls, bounds, strict=True)), choices).total
+    route, plus each route's costliest branch (ir/alternatives.py), which includes what later calls
+    pay to read its answer."""
+    return worst_case(cost_amounts(calls, bounds), choices).total
 
 
 def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Program, task_tokens: int) -> float:
@@ -62,8 +89,12 @@ def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Progr
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += call.framing
-        tokens_in += call.tokens_read(smallest)
+        tokens_in += call.tokens_read(smallest, task_tokens)
         smallest[call.id] = min(output_cap(role, m) for m in pool)
-        amounts.append((call.alternative, min(m.price_input * tokens_in + m.price_output * output_cap(role, m) for m in pool)))
+        # Reads of a branch's output count under that branch, each part at its cheapest model.
+        largest, shares = call.branch_reads(smallest, task_tokens)
+        own = tokens_in - largest
+        amounts.append((call.alternative, min(m.price_input * own + m.price_output * output_cap(role, m) for m in pool)))
+        amounts += [(path, min(m.price_input for m in pool) * share) for path, share in shares]
     # Each branch's floor is below its cost in any binding, so their maximum is below the maximum.
     return worst_case(amounts).total

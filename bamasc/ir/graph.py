@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from bamasc.ir.bounds import CallBound
+from bamasc.ir.bounds import CallBound, call_bound, cost_amounts
 
 # The fields of a call that are not its id or its reads.
 CALL_FIELDS = ("slot", "instance", "role", "reads_task", "condition", "combinator", "step", "alternative")
@@ -73,16 +73,18 @@ def verified_cost(
         role = roles[data["role"]]
         model = models[data["model"]]
         tokens_out = output_cap(role, model)
-        tokens_in = template_tokens(role) + (task_tokens if data["reads_task"] else 0)
+        # Whether it reads the task comes from the flow, like the rest of what is not an edge.
+        tokens_in = template_tokens(role) + (task_tokens if trusted[node].reads_task else 0)
         tokens_in += trusted[node].framing
         # Of a group of options that exclude each other (a dynamic plan's step, a route's answer),
         # the prompt shows one: the largest counts, the rest not.
         outputs = {p: graph.nodes[p]["output_tokens"] for p in graph.predecessors(node)}
         grouped = {p for group in trusted[node].either for option in group for p in option.nodes}
         tokens_in += sum(tokens for p, tokens in outputs.items() if p not in grouped)
-        tokens_in += sum(largest_option(group, outputs) for group in trusted[node].either)
+        tokens_in += sum(largest_option(group, outputs, task_tokens) for group in trusted[node].either)
         tokens_in += sum(graph.nodes[p]["output_tokens"] for p in trusted[node].again)
-        cost = sum(model.prices().worst_cost(tokens_in, tokens_out))
+        bound = call_bound(trusted[node], model, tokens_in, tokens_out, outputs, task_tokens)
+        cost = bound.cost
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:
             raise ValueError(
                 f"call {node}: recorded bound {data['input_tokens']}+{data['output_tokens']} tokens, "
@@ -90,7 +92,7 @@ def verified_cost(
             )
         # Which calls exclude each other comes from the flow too: an edited plan could otherwise
         # mark calls that all run as alternatives and have only the dearest counted.
-        costs.append((trusted[node].alternative, cost))
+        costs += cost_amounts((trusted[node],), (bound,))
     return worst_case(costs).total
 
 

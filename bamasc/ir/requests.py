@@ -33,7 +33,7 @@ class FlowValue:
     # The values it may turn out to be, of which exactly one is shown (a route's branches): a
     # prompt reading it shows the one chosen, so bounds count the largest, lists and all. At
     # run time, and for values that are not alternatives, ().
-    options: tuple["FlowValue", ...] = ()
+    options: tuple[tuple[tuple[tuple[str, str], ...], "FlowValue"], ...] = ()  # (branch's alternative, its value)
 
 
 TASK = FlowValue(task=True)

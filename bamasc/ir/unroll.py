@@ -22,7 +22,7 @@ from bamasc.ir.tokens import list_tokens
 from bamasc.ir.alternatives import Choice, Path
 from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, seat_decision, walk
 from bamasc.program import Topology
-from bamasc.records import record
+from bamasc.records import record, replace
 
 
 @record
@@ -32,6 +32,8 @@ class Option:
 
     nodes: tuple[str, ...]
     extra: int = 0
+    path: Path = ()  # the alternative its calls ran under (a route's branch, a dynamic step's seat)
+    task: bool = False  # it shows the task too (a branch answering `task`), which the call does not read otherwise
 
 
 @record
@@ -63,18 +65,52 @@ class CallNode:
     # seat; a route's answer, one branch's value): each group counts as its largest option.
     either: tuple[tuple[Option, ...], ...] = ()
 
-    def tokens_read(self, tokens: Mapping[str, float], again: bool = True) -> float:
+    def tokens_read(self, tokens: Mapping[str, float], task_tokens: int, again: bool = True) -> float:
         """The tokens of the outputs its prompt shows, given each call's output `tokens`: every input,
-        each group of exclusive options once at its largest, and (with `again`) the outputs shown twice."""
+        each group of exclusive options once at its largest, and (with `again`) the outputs shown twice.
+        (The task, when the call reads it whatever runs, is not among them: `reads_task`.)"""
         grouped = {node for group in self.either for option in group for node in option.nodes}
         total = sum(tokens[source] for source in self.inputs if source not in grouped)
-        total += sum(largest_option(group, tokens) for group in self.either)
+        total += sum(largest_option(group, tokens, task_tokens) for group in self.either)
         return total + (sum(tokens[source] for source in self.again) if again else 0)
 
+    def branch_reads(self, tokens: Mapping[str, float], task_tokens: int) -> tuple[float, tuple[tuple[Path, float], ...]]:
+        """What of `tokens_read` depends on which branch ran: the largest of the groups whose options
+        belong to the branches of one decision made inside this call's alternative (`by_branch`),
+        and per branch, the largest of its options. Only the chosen branch's is read, so a bound
+        counts each under its branch (ir/bounds.py): the route's worst branch then pays for what
+        later calls read of it."""
+        largest, shares = 0.0, []
+        for group in self.either:
+            branches = by_branch(group, self.alternative)
+            if branches:
+                largest += largest_option(group, tokens, task_tokens)
+                shares += [(path, largest_option(options, tokens, task_tokens)) for path, options in branches.items()]
+        return largest, tuple(shares)
 
-def largest_option(group: tuple[Option, ...], tokens: Mapping[str, float]) -> float:
+
+def by_branch(group: tuple[Option, ...], within: Path) -> dict[Path, tuple[Option, ...]]:
+    """The group's options by branch, if they all lie in branches of one decision made inside
+    `within` (a route's answers, read after it; a dynamic plan's step, read by its formatter);
+    else {} (a vote's drafts, or a step read by a step whose own seat is another decision)."""
+    depth = len(within)
+    if not all(len(option.path) > depth and option.path[:depth] == within for option in group):
+        return {}
+    if len({option.path[depth][0] for option in group}) != 1:
+        return {}
+    branches: dict[Path, list[Option]] = {}
+    for option in group:
+        branches.setdefault(option.path, []).append(option)
+    return {path: tuple(options) for path, options in branches.items()}
+
+
+def largest_option(group: tuple[Option, ...], tokens: Mapping[str, float], task_tokens: int) -> float:
     """The tokens of the largest of the options, given each call's output `tokens`."""
-    return max(sum(tokens[node] for node in option.nodes) + option.extra for option in group)
+    return max(option_tokens(option, tokens, task_tokens) for option in group)
+
+
+def option_tokens(option: Option, tokens: Mapping[str, float], task_tokens: int) -> float:
+    return sum(tokens[node] for node in option.nodes) + option.extra + (task_tokens if option.task else 0)
 
 
 @record
@@ -88,6 +124,7 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
     """Every call the flow may make with these counts, and what its answer may be."""
     calls: list[CallNode] = []
     choices: list[Choice] = []
+    paths: dict[str, Path] = {}  # each call's alternative, for the options that read it
     steps = walk(topology, counts)
     reply = None
     step = 0
@@ -104,16 +141,18 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
             reply = EVERY
             continue
         if isinstance(request, CallGroup):
-            calls.extend(_node(call, step) for call in request.calls)
+            paths.update((call.id, call.alternative) for call in request.calls)
+            calls.extend(_node(call, step, paths) for call in request.calls)
             reply = [None] * len(request.calls)
             step += bool(request.calls)  # a parallel of no instances takes no time
         else:
-            calls.append(_node(request, step))
+            paths[request.id] = request.alternative
+            calls.append(_node(request, step, paths))
             reply = None
             step += 1
 
 
-def _node(call: CallRequest, step: int) -> CallNode:
+def _node(call: CallRequest, step: int, paths: Mapping[str, Path]) -> CallNode:
     # The numbering of the lists it shows; that of a value that is one of several is in its options.
     framing = sum(_numbering(value) for _, value in call.inputs if isinstance(value, FlowValue) and not value.options)
     # The list of seats a dynamic plan's planner sees is text of known length (a byte is at least a token).
@@ -124,10 +163,18 @@ def _node(call: CallRequest, step: int) -> CallNode:
         for node in (value.nodes if isinstance(value, FlowValue) else (value.plan,) if isinstance(value, Card) else ())
     )
     again = tuple(node for node, times in shown.items() for _ in range(times - 1))
+    values = [value for _, value in call.inputs if isinstance(value, FlowValue)]
+    groups = tuple(group for value in values for group in _exclusive(value, paths))
+    # The task counts once, with the prompt, when the call shows it whatever runs; when only some
+    # branches answer it, with those branches' options.
+    reads_task = any(value.task for value in values if not value.options) or any(
+        all(option.task for option in group) for group in groups if any(option.task for option in group)
+    )
+    if reads_task:
+        groups = tuple(tuple(replace(option, task=False) for option in group) for group in groups)
     return CallNode(
-        call.id, call.slot, call.instance, call.role, call.reads_task, call.reads, call.condition, call.combinator,
-        step, framing, again, call.alternative,
-        tuple(group for _, value in call.inputs if isinstance(value, FlowValue) for group in _exclusive(value)),
+        call.id, call.slot, call.instance, call.role, reads_task, call.reads, call.condition, call.combinator,
+        step, framing, again, call.alternative, groups,
     )
 
 
@@ -136,24 +183,24 @@ def _numbering(value: FlowValue) -> int:
     return list_tokens(len(value.nodes) - sum(len(group) - 1 for group in value.either)) if value.many else 0
 
 
-def _exclusive(value: FlowValue) -> tuple[tuple[Option, ...], ...]:
+def _exclusive(value: FlowValue, paths: Mapping[str, Path]) -> tuple[tuple[Option, ...], ...]:
     """Groups of options of which the prompt shows exactly one: for a value that is one of several
     (a route's answer) one group of its options; for a single value that is one of several outputs
-    (a refined draft, a vote) one group of those outputs; else the value's `either` groups."""
+    (a refined draft, a vote) one group of those outputs; else the value's `either` groups. Each
+    option carries the alternative it ran under."""
     if value.options:
-        return (tuple(option for branch in value.options for option in _as_options(branch)),)
+        return (tuple(option for path, branch in value.options for option in _as_options(branch, path, paths)),)
     if value.one_of and not value.many and len(value.nodes) > 1:
-        return (tuple(Option((node,)) for node in value.nodes),)
-    return tuple(tuple(Option((node,)) for node in group) for group in value.either)
+        return (tuple(Option((node,), 0, paths[node]) for node in value.nodes),)
+    return tuple(tuple(Option((node,), 0, paths[node]) for node in group) for group in value.either)
 
 
-def _as_options(value: FlowValue) -> tuple[Option, ...]:
-    """A branch's value as the options it may show: one of its own options (a route in the branch),
-    one of its outputs (a vote), or all of it, numbered if it is a list. A list with exclusive
-    groups of its own counts all of their calls here: safe, and loose only in that rare case."""
+def _as_options(value: FlowValue, path: Path, paths: Mapping[str, Path]) -> tuple[Option, ...]:
+    """The value of the branch `path` as the options it may show: one of its own options (a route
+    in the branch), one of its outputs (a vote), or all of it, numbered if it is a list. A list
+    with exclusive groups of its own counts all of their calls here: safe, and loose only then."""
     if value.options:
-        return tuple(option for branch in value.options for option in _as_options(branch))
+        return tuple(option for inner, branch in value.options for option in _as_options(branch, inner, paths))
     if value.one_of and not value.many and len(value.nodes) > 1:
-        return tuple(Option((node,)) for node in value.nodes)
-    return (Option(value.nodes, _numbering(value)),)
-
+        return tuple(Option((node,), 0, max(path, paths[node], key=len), value.task) for node in value.nodes)
+    return (Option(value.nodes, _numbering(value), path, value.task),)

@@ -265,13 +265,14 @@ class _Walker:
         names = tuple(branch.name for branch in node.branches)
         chosen = yield Decision("branch", of=router.id, among=names, fallback=fallback, within=self.alternative)
         outer = self.alternative
-        values = []
+        values, options = [], []
         for branch in node.branches:
             if chosen is not EVERY and chosen != branch.name:
                 continue
             self.alternative = outer + ((router.id, branch.name),)
             try:
                 values.append((yield from self.expression(branch.expr)))
+                options.append((self.alternative, values[-1]))
             finally:
                 self.alternative = outer
         if chosen is not EVERY:
@@ -279,5 +280,5 @@ class _Walker:
         nodes = tuple(dict.fromkeys(n for value in values for n in value.nodes))
         return FlowValue(
             task=any(v.task for v in values), nodes=nodes, one_of=True, many=any(v.many for v in values),
-            options=tuple(values),
+            options=tuple(options),
         )

@@ -152,7 +152,7 @@ def _seat_problem(program, system, topology, pool, counts, unrolled, rows, budge
     for call in unrolled.calls:
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (system.task_tokens if call.reads_task else 0)
-        tokens_in += call.tokens_read(smallest, again=False)
+        tokens_in += call.tokens_read(smallest, system.task_tokens, again=False)
         smallest[call.id] = min(output_cap(role, m) for m in pool)
         seat = cost[(call.slot, call.instance)]
         for m, model in enumerate(pool):

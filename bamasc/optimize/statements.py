@@ -27,7 +27,7 @@ import itertools
 from collections import Counter
 
 from bamasc.ir.tokens import template_tokens
-from bamasc.ir.unroll import CallNode, unroll
+from bamasc.ir.unroll import CallNode, by_branch, unroll
 from bamasc.ir.walk import PADDED
 from bamasc.program import Program, System, Topology
 from bamasc.records import record, replace
@@ -35,9 +35,9 @@ from bamasc.records import record, replace
 SeatKey = tuple[int, int]
 """(slot index, instance)."""
 
-Option = tuple[tuple[tuple[SeatKey, int], ...], int]
-"""One option of an exclusive read: the seats whose outputs it shows (with multiplicity, sorted)
-and the tokens of numbering around them."""
+Option = tuple[tuple[tuple[SeatKey, int], ...], int, tuple[tuple[str, str], ...]]
+"""One option of an exclusive read: the seats whose outputs it shows (with multiplicity, sorted),
+the tokens of numbering around them, and the alternative they ran under."""
 
 Group = tuple[Option, ...]
 """Options of which a prompt shows exactly one: it costs the largest (ir/unroll.py `Option`)."""
@@ -66,6 +66,11 @@ class SeatCalls:
     # Reads of groups of options of which the prompt shows one (a dynamic plan's step, a route's
     # answer read in the statement that made it): each (group, how many reads) costs its largest option.
     either: tuple[tuple[Group, int], ...] = ()
+    # Reads whose options are the branches of one decision inside these calls' alternative (ir/unroll.py
+    # `by_branch`): each branch pays for reading its own options, so a route's worst branch includes
+    # what is read of it. Groups of this statement's calls, and (statement, reads) of earlier values.
+    branch_either: tuple[tuple[Group, int], ...] = ()
+    branch_values: tuple[tuple[int, int], ...] = ()
 
 
 @record
@@ -147,7 +152,9 @@ class Flow:
     def statements(self, ranges: tuple[range, ...]) -> tuple[Statement, ...]:
         """Every statement's units at the slot counts `ranges` allow (one range per slot)."""
         statements = [self.statement(i, ranges) for i in range(len(self.topology.flow))]
-        later = {j for st in statements for unit in st.units for _, calls in unit.seats for j, _ in calls.values}
+        later = {
+            j for st in statements for unit in st.units for _, calls in unit.seats for j, _ in calls.values + calls.branch_values
+        }
         return tuple(replace(st, read_later=st.index in later) for st in statements)
 
 
@@ -214,7 +221,7 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
     per_seat: dict[tuple, list] = {}
     for call in calls:
         seat = seat_of[call.id]
-        entry = per_seat.setdefault((seat, call.alternative), [0, 0, Counter(), Counter(), Counter()])
+        entry = per_seat.setdefault((seat, call.alternative), [0, 0, Counter(), Counter(), Counter(), Counter(), Counter()])
         entry[0] += 1
         entry[1] += _prompt_tokens(program.roles[call.role]) + (system.task_tokens if call.reads_task else 0)
         entry[1] += call.framing
@@ -222,14 +229,20 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
         grouped = set()
         for group in call.either:
             made_in = {where[node] for option in group for node in option.nodes}
+            nodes = {node for option in group for node in option.nodes}
+            branched = bool(by_branch(group, call.alternative))
             if i is None or made_in <= {i}:
-                entry[4][_group(group, seat_of)] += 1
-                grouped.update(node for option in group for node in option.nodes)
+                entry[5 if branched else 4][_group(group, seat_of, system.task_tokens)] += 1
+                grouped.update(nodes)
             elif len(made_in) > 1:
                 # Options made by several statements are read as the sum of their values, which
                 # holds every option; only the numbering is not in any value's tokens.
-                entry[1] += max(option.extra for option in group)
-            # Options all made by one earlier statement are that statement's value (`_value_options`).
+                entry[1] += max(option.extra + (system.task_tokens if option.task else 0) for option in group)
+            elif branched:
+                (j,) = made_in
+                entry[6][j] += 1
+                grouped.update(nodes)
+            # Other options all made by one earlier statement are its value (`_value_options`).
         for source in call.inputs + call.again:
             if source in grouped:
                 continue
@@ -246,11 +259,14 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
     for call in every if i is not None else ():
         if where[call.id] > i:
             read.update(source for source in call.inputs if source in ids)
-            options = options or _value_options(call, ids, seat_of)
+            options = options or _value_options(call, ids, seat_of, system.task_tokens)
     value.update(seat_of[source] for source in read)
     seats = tuple(
-        (seat, SeatCalls(n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items())), path, tuple(sorted(either.items()))))
-        for (seat, path), (n, fixed, reads, values, either) in sorted(per_seat.items())
+        (seat, SeatCalls(
+            n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items())), path, tuple(sorted(either.items())),
+            tuple(sorted(branch_either.items())), tuple(sorted(branch_values.items())),
+        ))
+        for (seat, path), (n, fixed, reads, values, either, branch_either, branch_values) in sorted(per_seat.items())
     )
     grouped: dict[int, set] = {}
     paths: dict[int, tuple] = {}
@@ -262,20 +278,25 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
     return Unit(vector, seats, tuple(sorted(value.items())), options, steps, steps_paths)
 
 
-def _group(group, seat_of) -> Group:
+def _group(group, seat_of, task_tokens: int) -> Group:
     """An exclusive read's options (ir/unroll.py `Option`) by the seats that make their calls."""
     return tuple(sorted(
-        (tuple(sorted(Counter(seat_of[node] for node in option.nodes).items())), option.extra) for option in group
+        (
+            tuple(sorted(Counter(seat_of[node] for node in option.nodes).items())),
+            option.extra + (task_tokens if option.task else 0),
+            option.path,
+        )
+        for option in group
     ))
 
 
-def _value_options(call: CallNode, ids: set[str], seat_of) -> Group:
+def _value_options(call: CallNode, ids: set[str], seat_of, task_tokens: int) -> Group:
     """The options of `call`'s exclusive read whose calls all belong to the statement made of
     `ids` (its value is one of several, a route's answer), or () if it reads none such."""
     for group in call.either:
         nodes = {node for option in group for node in option.nodes}
         if nodes and nodes <= ids:
-            return _group(group, seat_of)
+            return _group(group, seat_of, task_tokens)
     return ()
 
 
@@ -303,13 +324,14 @@ def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> 
         return k < count.get(s, k + 1)
 
     def kept(group: Group) -> Group:
-        options = ((tuple((seat, n) for seat, n in seats if exists(seat)), extra) for seats, extra in group)
-        return tuple(option for option in options if option != ((), 0))
+        options = ((tuple((seat, n) for seat, n in seats if exists(seat)), extra, path) for seats, extra, path in group)
+        return tuple(option for option in options if option[:2] != ((), 0))
 
     seats = tuple(
         (seat, SeatCalls(
             c.calls, c.fixed, tuple((r, n) for r, n in c.reads if exists(r)), c.values, c.alternative,
             tuple((kept(g), n) for g, n in c.either if kept(g)),
+            tuple((kept(g), n) for g, n in c.branch_either if kept(g)), c.branch_values,
         ))
         for seat, c in unit.seats
         if exists(seat)

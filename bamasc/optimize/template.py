@@ -41,7 +41,7 @@ from bamasc import limits
 from bamasc.ir.latency import call_latency_s
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.alternatives import decisions
-from bamasc.optimize.either import ExclusiveReads
+from bamasc.optimize.either import ExclusiveReads, label as _label
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
 from bamasc.optimize.offered import offered_exactly
 from bamasc.optimize.problem import SeatProblem
@@ -100,9 +100,10 @@ class _Builder(ExclusiveReads):
         self.unit_column: dict[tuple[int, tuple[int, ...]], int] = {}
         self.prompt_bound: dict[tuple[int, int], float] = {}  # per seat, the most tokens any of its prompts holds
         self.count_columns: dict[tuple[int, int], int] = {}
-        self.value_column: dict[int, int] = {}
+        self.value_column: dict[int, int | float] = {}  # a W column, or the tokens when the same in every binding
         self.value_most: dict[int, float] = {}
-        self.value_known: dict[int, float] = {}  # statements whose value has the same tokens in every binding
+        self.branch_value: dict[tuple, int | float] = {}
+        self.branch_value_most: dict[tuple, float] = {}
         self.covered: set[tuple[int, int]] = set()  # seats some padded statement always calls
         self.calling: dict[tuple[int, int], list[int]] = defaultdict(list)  # seat -> y columns that call it
         self.largest_of: dict[tuple, int] = {}  # (statement, group of exclusive seats) -> its E column
@@ -159,7 +160,8 @@ class _Builder(ExclusiveReads):
             for seat, calls in unit.seats:
                 most = calls.fixed + sum(n * self.most_tokens(source) for source, n in calls.reads)
                 most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.values)
-                most += sum(n * self.most_of(group) for group, n in calls.either)
+                most += sum(n * self.most_of(group) for group, n in calls.either + calls.branch_either)
+                most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.branch_values)
                 self.prompt_bound[seat] = max(self.prompt_bound.get(seat, 0.0), most)
         if statement.padded:
             (unit,) = statement.units
@@ -236,6 +238,28 @@ class _Builder(ExclusiveReads):
                 terms.append((j, -min(value, self.ceiling)))
         return terms
 
+    def own_reads(self, statement: int, calls) -> tuple[float, list, float]:
+        """What a seat's calls read under their own alternative: (known tokens, terms, most tokens)."""
+        known, read = 0.0, []
+        for source, n in calls.reads:
+            tokens = self.known_tokens(source)
+            if tokens is None:
+                read += self.tokens(source, n)
+            else:
+                known += n * tokens
+        for j, n in calls.values:
+            column = self.value_column[j]  # a column, or the tokens when they are known (float)
+            if isinstance(column, float):
+                known += n * column
+            else:
+                read.append((column, float(n)))
+        for group, n in calls.either:
+            read.append((self.largest(statement, group), float(n)))
+        most = sum(n * self.most_tokens(source) for source, n in calls.reads)
+        most += sum(n * self.value_most[j] for j, n in calls.values)
+        most += sum(n * self.most_of(group) for group, n in calls.either)
+        return known, read, most
+
     def reads(self, statement: Statement, units) -> None:
         """What each seat pays for the outputs it reads in the statement: p_in(model) · R.
 
@@ -251,42 +275,27 @@ class _Builder(ExclusiveReads):
         most_of: dict = defaultdict(float)
         for unit, y in units:
             for seat, calls in unit.seats:
-                if not calls.reads and not calls.values and not calls.either:
-                    continue
-                known, read = 0.0, []
-                for source, n in calls.reads:
-                    tokens = self.known_tokens(source)
-                    if tokens is None:
-                        read += self.tokens(source, n)
+                parts = self.branch_parts(statement.index, calls)
+                if calls.reads or calls.values or calls.either:
+                    parts[calls.alternative] = self.own_reads(statement.index, calls)
+                for path, (known, read, most) in parts.items():
+                    if not read and y is None:
+                        # What the seat reads is known: its price times that is linear in x.
+                        for j, m in self.models(seat):
+                            self.costs[path][j] += self.rates(seat, m, calls)[0] * known
+                        continue
+                    if most == 0:
+                        continue
+                    key = (seat, path)  # a seat in two branches reads in each, and pays in each
+                    if key not in read_of:
+                        read_of[key] = self.new(f"R[{statement.index},{seat}]")
+                    r = read_of[key]
+                    most_of[key] = max(most_of[key], most)
+                    negated = [(c, -v) for c, v in read]
+                    if y is None:
+                        self.row("reads", [(r, 1.0), *negated], known, math.inf)
                     else:
-                        known += n * tokens
-                for j, n in calls.values:
-                    if j in self.value_known:
-                        known += n * self.value_known[j]
-                    else:
-                        read.append((self.value_column[j], float(n)))
-                for group, n in calls.either:
-                    read.append((self.largest(statement.index, group), float(n)))
-                most = sum(n * self.most_tokens(source) for source, n in calls.reads)
-                most += sum(n * self.value_most[j] for j, n in calls.values)
-                most += sum(n * self.most_of(group) for group, n in calls.either)
-                if not read and y is None:
-                    # What the seat reads is known: its price times that is linear in x.
-                    for j, m in self.models(seat):
-                        self.costs[calls.alternative][j] += self.rates(seat, m, calls)[0] * known
-                    continue
-                if most == 0:
-                    continue
-                key = (seat, calls.alternative)  # a seat in two branches reads in each, and pays in each
-                if key not in read_of:
-                    read_of[key] = self.new(f"R[{statement.index},{seat}]")
-                r = read_of[key]
-                most_of[key] = max(most_of[key], most)
-                negated = [(c, -v) for c, v in read]
-                if y is None:
-                    self.row("reads", [(r, 1.0), *negated], known, math.inf)
-                else:
-                    self.row("reads", [(r, 1.0), *negated, (y, -most)], known - most, math.inf)
+                        self.row("reads", [(r, 1.0), *negated, (y, -most)], known - most, math.inf)
         for (seat, path), r in read_of.items():
             most = most_of[seat, path]
             models = self.models(seat)
@@ -380,8 +389,3 @@ class _Builder(ExclusiveReads):
             budget_row = len(self.rows)
             self.row("budget", [(j, c) for j, c in enumerate(cost) if c], -math.inf, float(problem.budget))
         return TemplateIlp(SeatIlp(self.seats.seats, tuple(self.rows), tuple(self.extra)), cost, budget_row)
-
-
-def _label(path: tuple) -> str:
-    """How a column's name shows the route branch it prices: `O[0@billing]`; nothing outside routes."""
-    return "".join(f"@{branch}" for _, branch in path)

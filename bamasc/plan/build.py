@@ -127,6 +127,7 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
     latency = None
     decisions = ()
     if binding.feasible:
+        from bamasc.ir.bounds import cost_amounts
         from bamasc.ir.graph import LATENCY_FIELD, call_graph, critical_path, reads
         from bamasc.ir.latency import call_latency_s
 
@@ -136,7 +137,8 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
         nodes = tuple(PlanNode(id=node, inputs=reads(graph, node), **data) for node, data in graph.nodes(data=True))
         answer_nodes = graph.graph["answer"]
         latency = critical_path(graph).seconds
-        decisions = plan_decisions(nodes, binding.unrolled.choices)
+        amounts = cost_amounts(binding.unrolled.calls, binding.bounds)
+        decisions = plan_decisions(nodes, binding.unrolled.choices, amounts)
     elif binding.binding_rows == (DEADLINE_ROW,):
         # Bound, but too slow for the deadline: its bound says by how much.
         from bamasc.ir.latency import worst_case_latency

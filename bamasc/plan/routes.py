@@ -6,11 +6,12 @@ from bamasc.ir.alternatives import Choice, worst_case
 from bamasc.plan.schema import PlanBranch, PlanDecision, PlanNode
 
 
-def plan_decisions(nodes: tuple[PlanNode, ...], choices: tuple[Choice, ...]) -> tuple[PlanDecision, ...]:
-    """One record per route, from the plan's nodes (their costs, latencies and alternatives)."""
+def plan_decisions(nodes: tuple[PlanNode, ...], choices: tuple[Choice, ...], amounts) -> tuple[PlanDecision, ...]:
+    """One record per route, from the plan's nodes (their latencies and alternatives) and the parts
+    of their costs (`amounts`, ir/bounds.py `cost_amounts`: a branch also pays what is read of it)."""
     if not choices:
         return ()
-    cost = worst_case(((node.alternative, node.cost) for node in nodes), choices)
+    cost = worst_case(amounts, choices)
     latency = _latency(nodes, choices)
     decisions = []
     for choice in choices:
