@@ -409,3 +409,24 @@ def test_the_recompile_command_names_the_source_as_a_user_would_type_it(tmp_path
     assert command == "bamasc compile x.bam --system s --budget 1625.0 -o plans/p.json"
     outside = Settings("/elsewhere/y.bam", (("/elsewhere/y.bam", "0" * 64),), None, None, "weights")
     assert recompile_command(outside, str(tmp_path), "p.json") == "bamasc compile /elsewhere/y.bam --method weights -o p.json"
+
+
+def test_a_plan_edited_to_say_a_call_does_not_read_the_task_is_refused(compiled):
+    """Every call of the linear template reads the task. An edit that says the first does not,
+    and lowers its tokens, cost and the template's worst case to match, would make its bound
+    `task_tokens` short. The plan is compared with what its sources compile to, and the bound
+    is recomputed taking whether a call reads the task from the flow, not from the plan."""
+    folder, _, data = compiled
+    task_tokens = 500
+    linear = copy.deepcopy(data)
+    template = linear["systems"][0]["templates"][0]
+    node = template["nodes"][0]
+    assert node["reads_task"] is True
+    rate = node["input_cost"] / node["input_tokens"]
+    node["reads_task"] = False
+    node["input_tokens"] -= task_tokens
+    node["input_cost"] -= rate * task_tokens
+    node["cost"] -= rate * task_tokens
+    template["worst_case_cost"] -= rate * task_tokens
+    message = refusal(write_plan(folder, linear))
+    assert "nodes[0].reads_task is false, but the sources give true" in message, message
