@@ -23,6 +23,8 @@ class CallBound:
     # branch's alternative, of which `branch_most` is the largest the cost holds.
     shares: tuple[tuple[Path, float], ...] = ()
     branch_most: float = 0.0
+    # The part of `input_cost` for the step cards it shows, per plan call: µ$ at this call's rate.
+    cards: tuple[tuple[str, float], ...] = ()
 
     @property
     def cost(self) -> float:
@@ -56,20 +58,28 @@ def call_bound(call: CallNode, model: Model, tokens_in: int, tokens_out: int, to
     pricing = model.prices()
     input_cost, output_cost = pricing.worst_cost(tokens_in, tokens_out)
     largest, shares = call.branch_reads(tokens, task_tokens)
-    if not shares:
+    if not shares and not call.cards:
         return CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost)
     rate = pricing.worst_rates(tokens_in).input
     priced = tuple((path, rate * share) for path, share in shares)
-    return CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost, priced, rate * largest)
+    cards = tuple((plan, rate * tokens[plan]) for plan in call.cards)
+    return CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost, priced, rate * largest, cards)
 
 
 def cost_amounts(calls, bounds) -> list[tuple[Path, float]]:
     """(alternative, µ$) of every part of the calls' bounds (in the same order): a call's own cost
-    under its alternative, and what it pays to read a branch's output under that branch."""
+    under its alternative, what it pays to read a branch's output under that branch, and per plan
+    its step cards once, at the dearest rate among the calls that show one: the cards of a plan
+    are cut from its output, so together they are at most as long as it is."""
     amounts = []
+    cards: dict[str, float] = {}
     for call, bound in zip(calls, bounds, strict=True):
-        amounts.append((call.alternative, bound.cost - bound.branch_most))
+        amounts.append((call.alternative, bound.cost - bound.branch_most - sum(c for _, c in bound.cards)))
         amounts.extend(bound.shares)
+        for plan, cost in bound.cards:
+            cards[plan] = max(cards.get(plan, 0.0), cost)
+    where = {call.id: call.alternative for call in calls}
+    amounts += [(where[plan], cost) for plan, cost in cards.items()]
     return amounts
 
 
@@ -85,16 +95,23 @@ def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Progr
     reading the smallest outputs any model could give its inputs."""
     smallest: dict[str, int] = {}
     amounts = []
+    card_floor: dict[str, float] = {}
     for call in calls:
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += call.framing
         tokens_in += call.tokens_read(smallest, task_tokens)
         smallest[call.id] = min(output_cap(role, m) for m in pool)
-        # Reads of a branch's output count under that branch, each part at its cheapest model.
+        # Reads of a branch's output count under that branch, and a plan's cards once under the
+        # plan (`cost_amounts`), each part at its cheapest model.
         largest, shares = call.branch_reads(smallest, task_tokens)
-        own = tokens_in - largest
+        own = tokens_in - largest - sum(smallest[plan] for plan in call.cards)
+        least_rate = min(m.price_input for m in pool)
         amounts.append((call.alternative, min(m.price_input * own + m.price_output * output_cap(role, m) for m in pool)))
-        amounts += [(path, min(m.price_input for m in pool) * share) for path, share in shares]
+        amounts += [(path, least_rate * share) for path, share in shares]
+        for plan in call.cards:
+            card_floor[plan] = least_rate * smallest[plan]
+    where = {call.id: call.alternative for call in calls}
+    amounts += [(where[plan], floor) for plan, floor in card_floor.items()]
     # Each branch's floor is below its cost in any binding, so their maximum is below the maximum.
     return worst_case(amounts).total

@@ -67,7 +67,7 @@ def verified_cost(
     from bamasc.ir.tokens import output_cap, template_tokens
     from bamasc.ir.unroll import largest_option
 
-    costs = []
+    calls, bounds = [], []
     for node in nx.topological_sort(graph):
         data = graph.nodes[node]
         role = roles[data["role"]]
@@ -82,7 +82,7 @@ def verified_cost(
         grouped = {p for group in trusted[node].either for option in group for p in option.nodes}
         tokens_in += sum(tokens for p, tokens in outputs.items() if p not in grouped)
         tokens_in += sum(largest_option(group, outputs, task_tokens) for group in trusted[node].either)
-        tokens_in += sum(graph.nodes[p]["output_tokens"] for p in trusted[node].again)
+        tokens_in += sum(graph.nodes[p]["output_tokens"] for p in trusted[node].again + trusted[node].cards)
         bound = call_bound(trusted[node], model, tokens_in, tokens_out, outputs, task_tokens)
         cost = bound.cost
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:
@@ -92,8 +92,9 @@ def verified_cost(
             )
         # Which calls exclude each other comes from the flow too: an edited plan could otherwise
         # mark calls that all run as alternatives and have only the dearest counted.
-        costs += cost_amounts((trusted[node],), (bound,))
-    return worst_case(costs).total
+        calls.append(trusted[node])
+        bounds.append(bound)
+    return worst_case(cost_amounts(calls, bounds)).total
 
 
 def critical_path(graph: nx.DiGraph):

@@ -57,22 +57,27 @@ class CallNode:
     # blank line between: runtime/interpreter.py, `text_of`), exact for these counts. No
     # default either: a missing one under-prices the call.
     framing: int
-    # Outputs the prompt shows once more than `inputs` says: a plan's step card beside the
-    # plan it was cut from (it is at most as long). Counted in every bound like an input.
+    # Outputs the prompt shows once more than `inputs` says (a value passed twice). Counted in
+    # every bound like an input.
     again: tuple[str, ...]
     alternative: Path = ()  # the (decision, branch) pairs it runs under; () when it may always run
     # Groups of options of which the prompt shows exactly one (a dynamic plan's step, one call per
     # seat; a route's answer, one branch's value): each group counts as its largest option.
     either: tuple[tuple[Option, ...], ...] = ()
+    # Plan calls one of whose step cards the prompt shows. A card is cut from the plan, so this
+    # call's prompt holds at most the plan's output once more; and the cards of one plan share
+    # its output, so all its steps together read it once (ir/bounds.py `cost_amounts`).
+    cards: tuple[str, ...] = ()
 
     def tokens_read(self, tokens: Mapping[str, float], task_tokens: int, again: bool = True) -> float:
         """The tokens of the outputs its prompt shows, given each call's output `tokens`: every input,
-        each group of exclusive options once at its largest, and (with `again`) the outputs shown twice.
+        each group of exclusive options once at its largest, and (with `again`) the outputs shown twice
+        and the step cards.
         (The task, when the call reads it whatever runs, is not among them: `reads_task`.)"""
         grouped = {node for group in self.either for option in group for node in option.nodes}
         total = sum(tokens[source] for source in self.inputs if source not in grouped)
         total += sum(largest_option(group, tokens, task_tokens) for group in self.either)
-        return total + (sum(tokens[source] for source in self.again) if again else 0)
+        return total + (sum(tokens[source] for source in self.again + self.cards) if again else 0)
 
     def branch_reads(self, tokens: Mapping[str, float], task_tokens: int) -> tuple[float, tuple[tuple[Path, float], ...]]:
         """What of `tokens_read` depends on which branch ran: the largest of the groups whose options
@@ -157,12 +162,9 @@ def _node(call: CallRequest, step: int, paths: Mapping[str, Path]) -> CallNode:
     framing = sum(_numbering(value) for _, value in call.inputs if isinstance(value, FlowValue) and not value.options)
     # The list of seats a dynamic plan's planner sees is text of known length (a byte is at least a token).
     framing += sum(len(value.text.encode("utf-8")) for _, value in call.inputs if isinstance(value, Seats))
-    shown = Counter(
-        node
-        for _, value in call.inputs
-        for node in (value.nodes if isinstance(value, FlowValue) else (value.plan,) if isinstance(value, Card) else ())
-    )
+    shown = Counter(node for _, value in call.inputs if isinstance(value, FlowValue) for node in value.nodes)
     again = tuple(node for node, times in shown.items() for _ in range(times - 1))
+    cards = tuple(value.plan for _, value in call.inputs if isinstance(value, Card))
     values = [value for _, value in call.inputs if isinstance(value, FlowValue)]
     groups = tuple(group for value in values for group in _exclusive(value, paths))
     # The task counts once, with the prompt, when the call shows it whatever runs; when only some
@@ -174,7 +176,7 @@ def _node(call: CallRequest, step: int, paths: Mapping[str, Path]) -> CallNode:
         groups = tuple(tuple(replace(option, task=False) for option in group) for group in groups)
     return CallNode(
         call.id, call.slot, call.instance, call.role, reads_task, call.reads, call.condition, call.combinator,
-        step, framing, again, call.alternative, groups,
+        step, framing, again, call.alternative, groups, cards,
     )
 
 

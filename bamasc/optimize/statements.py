@@ -71,6 +71,9 @@ class SeatCalls:
     # what is read of it. Groups of this statement's calls, and (statement, reads) of earlier values.
     branch_either: tuple[tuple[Group, int], ...] = ()
     branch_values: tuple[tuple[int, int], ...] = ()
+    # Step cards shown, ((plan call, its seat, its alternative), how many): the steps of one plan
+    # share its output (optimize/cards.py).
+    cards: tuple[tuple[tuple[str, SeatKey, tuple[tuple[str, str], ...]], int], ...] = ()
 
 
 @record
@@ -218,10 +221,13 @@ def _check_whole_reads(calls, where: dict[str, int]) -> None:
 def _unit(vector, i, calls, every, index, program, system, where: dict[str, int] | None = None) -> Unit:
     where = where if where is not None else {call.id: statement_of(call.id) for call in every}
     seat_of = {call.id: (index[call.slot], call.instance) for call in every}
+    path_of = {call.id: call.alternative for call in every}
     per_seat: dict[tuple, list] = {}
     for call in calls:
         seat = seat_of[call.id]
-        entry = per_seat.setdefault((seat, call.alternative), [0, 0, Counter(), Counter(), Counter(), Counter(), Counter()])
+        entry = per_seat.setdefault((seat, call.alternative), [0, 0, *(Counter() for _ in range(6))])
+        for plan in call.cards:
+            entry[7][(plan, seat_of[plan], path_of[plan])] += 1
         entry[0] += 1
         entry[1] += _prompt_tokens(program.roles[call.role]) + (system.task_tokens if call.reads_task else 0)
         entry[1] += call.framing
@@ -264,9 +270,9 @@ def _unit(vector, i, calls, every, index, program, system, where: dict[str, int]
     seats = tuple(
         (seat, SeatCalls(
             n, fixed, tuple(sorted(reads.items())), tuple(sorted(values.items())), path, tuple(sorted(either.items())),
-            tuple(sorted(branch_either.items())), tuple(sorted(branch_values.items())),
+            tuple(sorted(branch_either.items())), tuple(sorted(branch_values.items())), tuple(sorted(cards.items())),
         ))
-        for (seat, path), (n, fixed, reads, values, either, branch_either, branch_values) in sorted(per_seat.items())
+        for (seat, path), (n, fixed, reads, values, either, branch_either, branch_values, cards) in sorted(per_seat.items())
     )
     grouped: dict[int, set] = {}
     paths: dict[int, tuple] = {}
@@ -332,6 +338,7 @@ def _restricted(unit: Unit, slots: tuple[int, ...], vector: tuple[int, ...]) -> 
             c.calls, c.fixed, tuple((r, n) for r, n in c.reads if exists(r)), c.values, c.alternative,
             tuple((kept(g), n) for g, n in c.either if kept(g)),
             tuple((kept(g), n) for g, n in c.branch_either if kept(g)), c.branch_values,
+            tuple((card, n) for card, n in c.cards if exists(card[1])),
         ))
         for seat, c in unit.seats
         if exists(seat)

@@ -41,6 +41,7 @@ from bamasc import limits
 from bamasc.ir.latency import call_latency_s
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.alternatives import decisions
+from bamasc.optimize.cards import SharedCards
 from bamasc.optimize.either import ExclusiveReads, label as _label
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
 from bamasc.optimize.offered import offered_exactly
@@ -77,7 +78,7 @@ def build(
     return builder.finish()
 
 
-class _Builder(ExclusiveReads):
+class _Builder(ExclusiveReads, SharedCards):
     def __init__(self, problem, seats: SeatIlp, offered, pool, roles):
         self.problem = problem
         self.seats = seats
@@ -106,6 +107,7 @@ class _Builder(ExclusiveReads):
         self.branch_value_most: dict[tuple, float] = {}
         self.covered: set[tuple[int, int]] = set()  # seats some padded statement always calls
         self.calling: dict[tuple[int, int], list[int]] = defaultdict(list)  # seat -> y columns that call it
+        self.card_column: dict[str, int] = {}  # plan call -> its C column (optimize/cards.py)
         self.largest_of: dict[tuple, int] = {}  # (statement, group of exclusive seats) -> its E column
 
     # ------------------------------------------------------------ columns
@@ -162,6 +164,7 @@ class _Builder(ExclusiveReads):
                 most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.values)
                 most += sum(n * self.most_of(group) for group, n in calls.either + calls.branch_either)
                 most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.branch_values)
+                most += sum(n * self.most_tokens(source) for (_, source, _), n in calls.cards)
                 self.prompt_bound[seat] = max(self.prompt_bound.get(seat, 0.0), most)
         if statement.padded:
             (unit,) = statement.units
@@ -169,6 +172,7 @@ class _Builder(ExclusiveReads):
             for seat, calls in unit.seats:
                 self.own(seat, calls, None)
             self.reads(statement, [(unit, None)])
+            self.card_reads(statement, [(unit, None)])
             if statement.read_later:
                 self.value_rows(statement.index, [(unit, None)])
             return
@@ -201,6 +205,7 @@ class _Builder(ExclusiveReads):
                 # O >= own(x) - most·(1 - y): the unit's own cost when it is the one in force.
                 self.row("own", [(own[path], 1.0), *terms[path], (y, -most[path])], -most[path], math.inf)
         self.reads(statement, ys)
+        self.card_reads(statement, ys)
         if statement.read_later:
             self.value_rows(statement.index, ys)
 

@@ -5,9 +5,10 @@ Random dynamic plans (tests/dynamic/sources.py) are compiled and run in random m
 any earlier steps) under many seeds: charged ≤ proven bound ≤ budget on every task.
 In verbose mode (a dry run) the fake planner gives each step to its costliest seat and
 has it read every step before it, and every reply fills its cap: the run is charged the
-bound less exactly one known slack, the step card. The bound shows each step's card
-beside the whole plan at the plan's cap (ir/unroll.py `again`), and a card is shorter
-than the plan it is cut from; every other token the bound counts is spent.
+bound less exactly one known slack, the JSON around the step cards. The bound counts
+the plan's whole output once more for the cards, at the dearest price of the steps
+that show one (ir/bounds.py `cost_amounts`), and the fake grows the first card to fill
+the plan; every other token the bound counts is spent.
 """
 
 from __future__ import annotations
@@ -47,18 +48,22 @@ def run(result, mode: str, seed: int, task: str, reply: str | None = None):
 
 
 def card_slack(result) -> float:
-    """What the bound counts and a worst-case dry run does not spend: per step, the plan's cap less
-    its card's length (the fake writes step i's card as "i"), at the input price of its seat."""
+    """What the bound counts and a worst-case dry run does not spend: the bound reads the plan's
+    whole cap once more, at the dearest input price of the steps that show a card; the fake's
+    cards (the first grown to fill the plan) hold the cap less the JSON around them, each read at
+    its own step's price."""
     program, template = result.program, result.plan.systems[0].template("t")
     model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
     cap = planner_cap(result)
-    slack = 0.0
-    for decision in template.decisions:
-        plan, step = seat_step(decision.id)
+    (expect,) = expectations(template.decisions).values()
+    cards = [card["step"] for card in json.loads(worst_case_reply([], cap, expect))]
+    rates = []
+    for decision in sorted(template.decisions, key=lambda d: seat_step(d.id)[1]):
+        _, step = seat_step(decision.id)
         slot = decision.worst_case_branch
-        model = model_of[(slot, step % template.counts[slot])]
-        slack += (cap - len(str(step + 1))) * model.price_input
-    return slack
+        rates.append(model_of[(slot, step % template.counts[slot])].price_input)
+    spent = sum(len(card) * rate for card, rate in zip(cards, rates))
+    return cap * max(rates[: len(cards)]) - spent
 
 
 @pytest.mark.parametrize("seed", range(16))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bamasc.ir.budget import check_loaded as check
 from bamasc.check.linear import linear_row
-from bamasc.ir.bounds import call_bounds
+from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.graph import call_graph, verified_cost
 from bamasc.ir.unroll import unroll
 from bamasc.loader import load
@@ -102,7 +102,8 @@ def brute_force(program, system, name):
                 continue
             if not all(_row_holds(row, seats, pool) for row in rows):
                 continue
-            cost = sum(b.cost for b in call_bounds(unrolled.calls, model_of, program.roles, system.task_tokens))
+            bounds = call_bounds(unrolled.calls, model_of, program.roles, system.task_tokens)
+            cost = worst_case_cost(unrolled.calls, bounds, unrolled.choices)
             if cost > system.budget * (1 + 1e-9):
                 continue
             tier_seats = tuple(sum(pool[m].tier == t for _, m in seats) for t in tiers)

@@ -55,9 +55,10 @@ def test_gsm8k_bindings_match_golden_files(budget):
     for template in result.plan.systems[0].templates:
         if template.feasible:
             assert template.worst_case_cost <= budget
-            # Every call outside a decision, and of each dynamic plan step only its costliest seat.
+            # Each node's cost is its own worst case. The template's bound is at most their worst
+            # case over decisions: it also counts a plan's step cards once for all its steps.
             worst = worst_case((tuple(map(tuple, node.alternative)), node.cost) for node in template.nodes)
-            assert worst.total == pytest.approx(template.worst_case_cost)
+            assert template.worst_case_cost <= worst.total + 1e-6
 
 
 @pytest.mark.parametrize("budget", PAPER_BUDGETS)

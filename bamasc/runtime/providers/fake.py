@@ -29,6 +29,7 @@ from bamasc.runtime.tokens import safe_prompt_bound
 MODES = ("echo", "verbose", "random")
 MAX_REMEMBERED = 1 << 14  # prompts whose sends are counted: far more than the calls in flight at once
 FILLER = " and so on"
+CARD_FILLER = "x"  # grows a step card: one byte a token, and no space for `strip` to take
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -201,14 +202,15 @@ def worst_case_reply(messages: list[Message], max_tokens: int, expect: str = "te
     if asks == "branch":
         return _naming(expected_branches(expect)[0])
     if asks == "cards":  # every step on its costliest seat, reading every step before it
-        return _cards([(i, dearest, list(range(1, i + 1))) for i, (dearest, _) in enumerate(expected_seats(expect))], max_tokens)
+        steps = [(i, dearest, list(range(1, i + 1))) for i, (dearest, _) in enumerate(expected_seats(expect))]
+        return _longest_first(_cards(steps, max_tokens), max_tokens)
     if asks == "verdict":
         return "CONCLUSION: INCORRECT - the fake critic rejects every draft, so every round runs."
     if asks == "plan":
         steps: list[str] = []
         while len(json.dumps(steps + [str(len(steps) + 1)])) <= max_tokens and len(steps) < 64:
             steps.append(str(len(steps) + 1))
-        return json.dumps(steps)
+        return _longest_first(json.dumps(steps), max_tokens)
     return echo_reply(messages, expect)
 
 
@@ -242,6 +244,21 @@ def _cards(steps, max_tokens: int) -> str:
             break
         cards.append(card)
     return _compact(cards)
+
+
+def _longest_first(cards: str, max_tokens: int) -> str:
+    """The cards with the first one's text grown until the plan fills `max_tokens` bytes: the
+    steps' cards share the plan's length, and the bound counts it once, in a step's card."""
+    value = json.loads(cards)
+    missing = max_tokens - len(cards.encode("utf-8"))
+    if not value or missing <= 0:
+        return cards
+    first = value[0]
+    if isinstance(first, dict):
+        first["step"] += CARD_FILLER * missing
+        return _compact(value)
+    value[0] = first + CARD_FILLER * missing
+    return json.dumps(value)
 
 
 def _compact(value) -> str:
