@@ -164,3 +164,15 @@ def test_cost_model_paper_refuses_another_method():
     done = subprocess.run([sys.executable, "-m", "bamasc", "compile", source, "--cost-model", "paper", "--method", "weights"],
                           capture_output=True, text=True)
     assert done.returncode != 0 and "leave out --method" in done.stderr
+
+
+@pytest.mark.parametrize("dataset", ["gsm8k", "math", "mbpp"])
+def test_the_paper_examples_lint_without_errors_and_only_the_documented_warnings(dataset):
+    from bamasc.lint import lint_paths
+
+    result = lint_paths([os.path.join(ROOT, "examples", "paper", f"{dataset}.bam")])
+    assert not [d for d in result.diagnostics if d.severity == "error"]
+    # docs/paper.md: the planner templates' exact floor is above MATH's and MBPP's headline budgets,
+    # and MBPP's gpt-4o-mini keeps the reference's price, below the catalogue's.
+    allowed = {"gsm8k": set(), "math": {"BAM405"}, "mbpp": {"BAM405", "BAM409"}}[dataset]
+    assert {d.code for d in result.diagnostics} == allowed
