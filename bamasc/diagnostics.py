@@ -14,8 +14,7 @@ if TYPE_CHECKING:
 ERROR = "error"
 WARNING = "warning"
 
-# Every code the tool can emit, with a stable kebab-case name and a one-line
-# description; SARIF rules and docs/diagnostics.md are generated from this table.
+# Every code the tool can emit: a stable kebab-case name and a one-line description (SARIF rules use them).
 CODES: dict[str, tuple[str, str]] = {
     "BAM001": ("syntax-error", "The source does not follow the grammar."),
     "BAM002": ("unclosed-block", "A block opened with '{' or '[' is never closed."),
@@ -86,6 +85,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM503": ("template-too-large", "A template allows too many slot-count combinations to bind exactly."),
     "BAM504": ("solver-failed", "The solver could not settle a template's binding."),
     "BAM505": ("template-misses-deadline", "A template's worst-case latency, on its binding, is above the system's deadline."),
+    "BAM506": ("paper-pool-over-budget", "Under --cost-model paper, a template's pool has an exact worst case above the budget."),
 }
 
 

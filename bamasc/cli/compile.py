@@ -17,8 +17,11 @@ def add_parser(commands) -> None:
     compile_.add_argument("--budget", type=cli_args.budget, help="override the budget: µ$ (1625) or dollars ($0.001625)")
     compile_.add_argument("-o", "--output", metavar="PLAN", help="write the plan JSON here")
     compile_.add_argument("--format", choices=("text", "json"), default="text")
-    compile_.add_argument("--method", choices=("lexicographic", "weights"), default="lexicographic",
-                          help="tier objective: HiGHS lexicographic (exact at any scale) or the paper's weights")
+    compile_.add_argument("--method", choices=("lexicographic", "weights", "greedy"), default="lexicographic",
+                          help="tier objective: HiGHS lexicographic (exact at any scale), the paper's weights, "
+                          "or greedy seat by seat (the paper's ablation)")
+    compile_.add_argument("--cost-model", choices=("exact", "paper"), default="exact",
+                          help="exact worst-case bound (default) or the BAMAS reference's per-seat estimate and weights")
     compile_.add_argument("--sweep", type=cli_args.budget_range, metavar="LO:HI:STEP", help="bind at every budget in this range")
     compile_.add_argument("--plot", metavar="PNG", help="with --sweep: plot worst-case cost against budget")
     compile_.add_argument("--task", metavar="TEXT",
@@ -36,6 +39,11 @@ def run(args) -> int:
         return report.return_code
     if args.plot and not inputs.writable(report, args.plot, "the plot"):
         return report.return_code
+    if args.cost_model == "paper":
+        if args.method != "lexicographic":
+            output.usage(report, "--cost-model paper binds with the reference's own objective; leave out --method")
+            return report.return_code
+        args.method = "paper"
     if args.sweep:
         return _sweep(args, report)
     plan_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None

@@ -78,6 +78,7 @@ class TemplateBinding:
     cuts: int  # bindings cut off because their exact bound broke the budget
     cheapest_cost: float | None  # the cheapest exact bound of any binding, budget ignored
     binding_rows: tuple[str, ...]  # when infeasible: rules whose removal alone would admit a binding
+    estimate: float | None = None  # --cost-model paper: the reference's per-seat estimate of the binding, µ$
 
     @property
     def objective(self) -> tuple:

@@ -50,7 +50,7 @@ def compile_file(
     plan_dir: str | None = None,
 ) -> Compiled:
     """Bind every template of the chosen system(s); `budget` (µ$) overrides the declared one."""
-    from bamasc.optimize.bind import BindingError, bind_template
+    from bamasc.optimize.bind import BindingError
     from bamasc.optimize.errors import SolverError
     from bamasc.plan.build import build_plan
 
@@ -70,10 +70,11 @@ def compile_file(
         if not limit <= MAX_BUDGET:  # NaN too
             raise CompileError(f"a budget of {limit:g} µ$ is above the limit of {written(MAX_BUDGET)} µ$ per task")
         found = []
+        binder = _binder(method)
         for template in declared.topologies:
             span = program.topologies[template].span
             try:
-                found.append(bind_template(program, declared, template, limit, method))
+                found.append(binder(program, declared, template, limit, method))
             except BindingError as problem:
                 result.diagnostics.append(error("BAM503", str(problem), span))
             except SolverError as problem:
@@ -90,10 +91,48 @@ def compile_file(
         result.bindings[name] = found
         result.diagnostics.extend(late)
         result.diagnostics.extend(_feasibility(declared, found, limit))
+        if method == "paper":
+            result.diagnostics.extend(_paper_over_budget(declared, found, limit))
     if has_errors(result.diagnostics):
         return result
     result.plan = build_plan(program, result.bindings, plan_dir or os.getcwd(), method)
     return result
+
+
+def _binder(method: str):
+    """The binder a method names: the exact MILP, the reference's seat model, or the greedy ablation."""
+    if method == "paper":
+        from bamasc.optimize.paper import bind_paper
+
+        return lambda program, system, template, budget, _: bind_paper(program, system, template, budget)
+    if method == "greedy":
+        from bamasc.optimize.greedy import bind_greedy
+
+        return lambda program, system, template, budget, _: bind_greedy(program, system, template, budget)
+    from bamasc.optimize.bind import bind_template
+
+    return bind_template
+
+
+def _paper_over_budget(system, found, budget: float) -> list[Diagnostic]:
+    """BAM506 for each pool of the paper cost model whose exact worst case is above the budget."""
+    diagnostics = []
+    for binding in found:
+        if not binding.feasible or binding.worst_case_cost <= budget * (1 + 1e-9):
+            continue
+        index = system.topologies.index(binding.template)
+        diagnostics.append(
+            warning(
+                "BAM506",
+                f"template '{binding.template}': the paper cost model estimates its pool at "
+                f"{rounded_up(binding.estimate)} µ$, but its exact worst case is {rounded_up(binding.worst_case_cost)} µ$, "
+                f"above the budget of {budget:g} µ$; at run time the budget guard stops a task at the budget",
+                system.item_spans["topologies"][index],
+                Note("the budget is given here", system.spans.get("budget", system.span)),
+                hint="compile without --cost-model paper for a binding whose worst case is proven within the budget",
+            )
+        )
+    return diagnostics
 
 
 def _systems(program, system: str | None) -> list[str]:

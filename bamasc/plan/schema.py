@@ -13,8 +13,8 @@ from bamasc.records import record
 # 4: routes: each node's `alternative` and each template's `decisions`.
 SCHEMA_VERSION = 4
 
-# How `bamasc compile --method` may have bound the seats.
-METHODS = ("lexicographic", "weights")
+# How `bamasc compile --method` may have bound the seats; "paper" is `--cost-model paper`.
+METHODS = ("lexicographic", "weights", "paper", "greedy")
 
 
 @record

@@ -166,7 +166,7 @@ EDITS = [
     (("compiled_with", "system"), "gsm8k", 'compiled_with.system is "gsm8k"'),
     (("compiled_with", "system"), ["gsm8k"], "compiled_with.system is a list"),
     (("compiled_with", "method"), "weights", "compiled_with"),
-    (("compiled_with", "method"), "greedy", 'compiled_with.method is "greedy"'),
+    (("compiled_with", "method"), "annealing", 'compiled_with.method is "annealing"'),
     (("compiled_with",), None, "compiled_with is null"),
     (("plan_sha256",), "0" * 64, "plan_sha256"),
     (("schema_version",), 1, "schema_version is 1"),
