@@ -21,10 +21,17 @@ def add_parser(commands) -> None:
     train.add_argument("-o", "--output", required=True, metavar="CHECKPOINT", help="e.g. policy.msgpack")
     train.add_argument("--system")
     train.add_argument("--skip-bad-rows", action="store_true", help="report malformed offline rows and go on")
-    train.add_argument("--epochs", type=cli_args.positive, help="passes over the training rows (default 100)")
+    train.add_argument("--epochs", type=cli_args.positive, help="the most passes over the training rows (default 100)")
     train.add_argument("--seed", type=int, help="initialisation, batch order and split (default 0)")
     train.add_argument("--holdout", type=cli_args.share, help="share of task ids held out for the report (default 0.2)")
-    train.add_argument("--entropy", type=cli_args.finite, help="entropy bonus weight beta (default 0.05)")
+    train.add_argument("--entropy", type=cli_args.finite,
+                       help="entropy bonus weight beta, in reward units of success - failure (default 0.25)")
+    train.add_argument("--objective", choices=("weighted", "naive"),
+                       help="weighted: importance-weighted REINFORCE (the default); naive: -log pi * R, the reference's")
+    train.add_argument("--validation", type=cli_args.share,
+                       help="share of the training task ids that choose the epoch; 0: no early stopping (default 0.2)")
+    train.add_argument("--patience", type=cli_args.positive,
+                       help="epochs without a better validation reward before stopping (default 10)")
     train.add_argument("--learning-rate", type=cli_args.finite, help="Adam step size (default 0.001)")
     train.add_argument("--batch-size", type=cli_args.positive, help="rows per step (default 64)")
     train.add_argument("--hidden", type=cli_args.positive, help="width of the hidden layers (default 128)")
@@ -61,14 +68,16 @@ def run(args) -> int:
 
     from bamasc.policy.checkpoint import load_policy, save_policy
     from bamasc.policy.features import HASHED, MINILM, EmbeddingUnavailable, Features, budget_scale, default_cache_dir
-    from bamasc.policy.train import Reward, TrainConfig, checkpoint_metadata, report_text, train_policy
+    from bamasc.policy.report import report_text
+    from bamasc.policy.train import Reward, TrainConfig, checkpoint_metadata, train_policy
     from bamasc.records import as_dict
 
     overrides = {name: getattr(args, f"reward_{name}") for name in REWARDS}
     reward = Reward(**{**as_dict(system.reward), **{k: v for k, v in overrides.items() if v is not None}})
     given = {
         name: getattr(args, name)
-        for name in ("hidden", "learning_rate", "epochs", "batch_size", "entropy", "seed", "holdout")
+        for name in ("hidden", "learning_rate", "epochs", "batch_size", "entropy", "seed", "holdout", "validation",
+                     "patience", "objective")
         if getattr(args, name) is not None
     }
     config = TrainConfig(**given, reward=reward)
@@ -91,10 +100,11 @@ def run(args) -> int:
     metadata = checkpoint_metadata(system, embedding, scale, config, args.data, len(rows), result)
     meta_path = save_policy(args.output, result.state.params, metadata)
     load_policy(args.output, system.topologies)  # self-check: the written checkpoint loads and matches the system
-    print(
-        f"trained on {result.samples} runs of {result.train_tasks} tasks in {elapsed:.1f} s "
-        f"({config.epochs} epochs, final loss {result.history[-1]:.4f})"
-    )
+    print(f"trained on {result.samples} runs of {result.train_tasks - result.validation_tasks} tasks in {elapsed:.1f} s "
+          f"({len(result.history)} epochs, final loss {result.history[-1]:.4f})")
+    if result.validation:
+        print(f"kept epoch {result.best_epoch}: the best reward on {result.validation_tasks} validation tasks, "
+              f"{max(result.validation):.3f}")
     if result.heldout is not None:
         print(report_text(result.heldout))
     else:

@@ -111,7 +111,7 @@ def load_policy(path: str, templates=None) -> LoadedPolicy:
     from flax import serialization
 
     from bamasc.policy.features import EMBEDDING_DIM, EMBEDDING_MODELS
-    from bamasc.policy.model import TopologyPolicy
+    from bamasc.policy.model import BUDGET_FEATURES, TopologyPolicy
 
     meta = read_metadata(path)
     check_match(meta, path, templates, EMBEDDING_MODELS)
@@ -120,7 +120,12 @@ def load_policy(path: str, templates=None) -> LoadedPolicy:
     if hashlib.sha256(data).hexdigest() != meta["params_sha256"]:
         raise PolicyError(f"{path} does not match the parameter hash in {metadata_path(path)}; it was changed or damaged")
     count = len(meta["templates"])
-    module = TopologyPolicy(templates=count, hidden=meta["network"]["hidden"], depth=meta["network"]["depth"])
+    network = meta["network"]
+    # Checkpoints written before the budget steps existed read the budget linearly, and say nothing.
+    budget = network.get("budget", "linear")
+    if budget not in BUDGET_FEATURES:
+        raise PolicyError(f"{metadata_path(path)} reads the budget as {budget!r}, which this bamasc does not know; retrain it")
+    module = TopologyPolicy(templates=count, hidden=network["hidden"], depth=network["depth"], budget_features=budget)
     shapes = module.init(
         jax.random.PRNGKey(0), jnp.zeros((1, EMBEDDING_DIM)), jnp.zeros((1,)), jnp.ones((1, count), bool)
     )["params"]

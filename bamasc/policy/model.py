@@ -3,17 +3,40 @@
 from __future__ import annotations
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 # A masked logit: exp(MASKED - max) is exactly 0 in float32, and unlike -inf it
 # keeps softmax, log-softmax and their gradients finite even if a whole row is masked.
 MASKED = -1e9
 
+# The budget as soft steps: one sigmoid of log2(budget / scale) per centre, a quarter octave apart
+# from 1/16 of the scale to 1.4 times it, each rising over about a sixteenth of an octave.
+STEP_CENTRES = tuple(-4.0 + 0.25 * i for i in range(19))
+STEP_WIDTH = 1.0 / 16
+BUDGET_FEATURES = ("steps", "linear")  # "linear": the budget / scale itself, as checkpoints before the steps read it
+
+
+def budget_encoding(budget, features: str):
+    """(B,) budgets over the scale -> (B, F) inputs of the budget layer.
+
+    The right template changes at budget thresholds. A linear input makes the
+    network learn each threshold as a ramp, and the point where a ramp crosses
+    shifts with each task's embedding, so tasks of one kind switch templates
+    at different budgets. With steps a threshold between two budgets is one
+    weight on the step between them.
+    """
+    if features == "linear":
+        return budget[:, None]
+    octaves = jnp.log2(jnp.maximum(budget, 1e-9))[:, None]
+    return jax.nn.sigmoid((octaves - jnp.asarray(STEP_CENTRES)[None, :]) / STEP_WIDTH)
+
 
 class TopologyPolicy(nn.Module):
     templates: int  # one logit per template, in the system's order
     hidden: int = 128  # width of every hidden layer
     depth: int = 1  # hidden layers after the first (embedding + budget) layer
+    budget_features: str = "steps"  # how the budget enters: BUDGET_FEATURES
 
     @nn.compact
     def __call__(self, embedding, budget, feasible):
@@ -21,7 +44,8 @@ class TopologyPolicy(nn.Module):
         # Sentence embeddings have unit norm, so each of their 384 components is about 1/20; rescaled to
         # unit RMS they weigh as much as the budget at initialisation, instead of a twentieth of it.
         unit_rms = embedding * jnp.sqrt(jnp.float32(embedding.shape[-1]))
-        h = nn.Dense(self.hidden, name="embedding")(unit_rms) + nn.Dense(self.hidden, name="budget")(budget[:, None])
+        budget_in = budget_encoding(budget, self.budget_features)
+        h = nn.Dense(self.hidden, name="embedding")(unit_rms) + nn.Dense(self.hidden, name="budget")(budget_in)
         h = nn.relu(h)
         for i in range(self.depth):
             h = nn.relu(nn.Dense(self.hidden, name=f"hidden{i}")(h))

@@ -1,17 +1,27 @@
-"""Training the policy on an offline dataset: rewards, the importance-weighted REINFORCE loss, the loop, held-out metrics.
+"""Training the policy on an offline dataset: rewards, the REINFORCE loss, the loop with early stopping.
 
-The loss is the off-policy form of REINFORCE,
+The default objective is the off-policy (importance-weighted) form of REINFORCE,
 
-    loss = -mean_i( pi(a_i|s_i) / mu(a_i|s_i) * R_i ) - beta * mean_i H(pi(.|s_i)),
+    loss = -mean_i( pi(a_i|s_i) / mu(a_i|s_i) * R_i / u ) - beta * mean_i H(pi(.|s_i)),
 
 over logged rows i, with mu the probability that the logging policy chose
 a_i (`behavior_prob`; uniform over the templates feasible at that budget
-when absent). It is an unbiased estimate of the expected reward of pi, and it
-is bounded: pi <= 1. The naive on-policy form, -mean(log pi(a_i|s_i) * R_i),
-is not: on a full-information table every logged row with a positive reward
-pushes its own logit up without limit, which drove logits to ~1e6 and
-collapsed the policy onto one template. `tests/policy/test_train.py` checks
-that the naive form is not what runs.
+when absent) and u the reward unit, success - failure. It is an unbiased
+estimate of the expected reward of pi, and it is bounded: pi <= 1. The
+reference's naive form, -mean(log pi(a_i|s_i) * R_i / u), is `objective =
+"naive"`, for ablations: on a full-information table every row with a
+positive reward pushes its own logit up without limit, so it fits each
+training task's lucky templates.
+
+Rewards are divided by u so that beta means the same for any reward
+constants. beta is set high enough (0.25 of a unit) that pi keeps some mass
+on every template: the weighted loss's gradient for a template is
+proportional to its probability, so a template the policy has all but
+ruled out could never be learned back. Training stops early when the
+argmax policy's reward on validation tasks (a share of the training tasks)
+has not improved for `patience` epochs, and keeps the best epoch's
+parameters: after a few epochs the network starts to learn each training
+task's luck instead of what its kind and budget share.
 """
 
 from __future__ import annotations
@@ -29,6 +39,9 @@ from flax.training import train_state
 
 from bamasc.policy.features import budget_feature
 from bamasc.policy.model import TopologyPolicy
+from bamasc.policy.report import estimated_value, heldout_report, policy_choices
+
+OBJECTIVES = ("weighted", "naive")
 
 
 @dataclass(frozen=True)
@@ -47,12 +60,22 @@ class TrainConfig:
     hidden: int = 128  # width of the policy's hidden layers
     depth: int = 1  # hidden layers after the first (embedding + budget) layer
     learning_rate: float = 1e-3  # Adam step size; larger ones collapse pi onto the globally best template early
-    epochs: int = 100  # passes over the training rows
+    epochs: int = 100  # the most passes over the training rows
     batch_size: int = 64  # rows per gradient step
-    entropy: float = 0.05  # beta: weight of the entropy bonus, which keeps pi from collapsing before it specialises
-    seed: int = 0  # parameter initialisation, batch order and the held-out split
+    entropy: float = 0.25  # beta, in reward units (success - failure): keeps every template learnable
+    seed: int = 0  # parameter initialisation, batch order and the held-out and validation splits
     holdout: float = 0.2  # share of task ids held out for the report (0: none)
+    validation: float = 0.2  # share of the training task ids that pick the epoch (0: none, train every epoch)
+    patience: int = 10  # epochs without a better validation reward before training stops
+    objective: str = "weighted"  # "weighted" (importance-weighted, bounded) or "naive" (-log pi * R, the reference's)
+    budget_features: str = "steps"  # how the budget enters the network (model.BUDGET_FEATURES)
     reward: Reward = field(default_factory=Reward)  # the reward constants
+
+
+def reward_unit(reward: Reward) -> float:
+    """What rewards are divided by in the loss: the gap between a success and a failure."""
+    gap = reward.success - reward.failure
+    return gap if gap > 0 else 1.0
 
 
 def rewards(success, cost, budget, reward: Reward) -> np.ndarray:
@@ -166,32 +189,37 @@ def split_tasks(task_ids, holdout: float, seed: int) -> tuple[set[str], set[str]
 # ---------------------------------------------------------------- loss and step
 
 
-def loss_from_logits(logits, action, reward, behavior, entropy_weight):
-    """Importance-weighted REINFORCE with an entropy bonus; returns (loss, (policy value, mean entropy))."""
+def loss_from_logits(logits, action, reward, behavior, entropy_weight, objective: str = "weighted"):
+    """REINFORCE (importance-weighted, or naive) with an entropy bonus; returns (loss, (policy value, mean entropy))."""
     log_probs = jax.nn.log_softmax(logits)
     probs = jnp.exp(log_probs)
-    taken = jnp.take_along_axis(probs, action[:, None], axis=1)[:, 0]
-    value = jnp.mean(taken / behavior * reward)
+    if objective == "naive":
+        value = jnp.mean(jnp.take_along_axis(log_probs, action[:, None], axis=1)[:, 0] * reward)
+    else:
+        taken = jnp.take_along_axis(probs, action[:, None], axis=1)[:, 0]
+        value = jnp.mean(taken / behavior * reward)
     # Masked templates have probability exactly 0, so they add 0 * (finite) to the entropy.
     entropy = jnp.mean(-jnp.sum(probs * log_probs, axis=-1))
     return -value - entropy_weight * entropy, (value, entropy)
 
 
-def loss_fn(params, apply_fn, batch, entropy_weight):
+def loss_fn(params, apply_fn, batch, entropy_weight, objective: str = "weighted"):
     logits = apply_fn({"params": params}, batch["embedding"], batch["budget"], batch["feasible"])
-    return loss_from_logits(logits, batch["action"], batch["reward"], batch["behavior"], entropy_weight)
+    return loss_from_logits(logits, batch["action"], batch["reward"], batch["behavior"], entropy_weight, objective)
 
 
-@jax.jit
-def train_step(state: train_state.TrainState, batch: dict, entropy_weight):
+@functools.partial(jax.jit, static_argnames=("objective",))
+def train_step(state: train_state.TrainState, batch: dict, entropy_weight, objective: str = "weighted"):
     """One Adam step on one batch; returns the new state and the batch's loss, value and entropy."""
     grad = jax.value_and_grad(loss_fn, has_aux=True)
-    (loss, (value, entropy)), grads = grad(state.params, state.apply_fn, batch, entropy_weight)
+    (loss, (value, entropy)), grads = grad(state.params, state.apply_fn, batch, entropy_weight, objective)
     return state.apply_gradients(grads=grads), {"loss": loss, "value": value, "entropy": entropy}
 
 
 def create_state(templates: int, config: TrainConfig, embedding_dim: int) -> train_state.TrainState:
-    module = TopologyPolicy(templates=templates, hidden=config.hidden, depth=config.depth)
+    module = TopologyPolicy(
+        templates=templates, hidden=config.hidden, depth=config.depth, budget_features=config.budget_features
+    )
     params = module.init(
         jax.random.PRNGKey(config.seed),
         jnp.zeros((1, embedding_dim), jnp.float32),
@@ -214,91 +242,59 @@ def sample_batches(table: Table, embeddings: np.ndarray, scale: float, samples: 
     }
 
 
-def fit(data: dict, templates: int, config: TrainConfig, progress=None):
-    """Train on the arrays of `sample_batches`; returns (state, mean loss per epoch).
+@dataclass
+class Fitted:
+    state: train_state.TrainState  # the chosen epoch's parameters: the best on validation, else the last
+    history: list[float]  # mean training loss per epoch run
+    validation: list[float]  # validation reward per epoch run (empty without validation)
+    best_epoch: int  # the epoch (from 1) whose parameters `state` holds
+
+
+def fit(data: dict, templates: int, config: TrainConfig, progress=None, validate=None) -> Fitted:
+    """Train on the arrays of `sample_batches` (raw rewards; the loss divides them by the reward unit).
 
     Every epoch visits the rows in a new seeded order; the last partial batch
     is topped up with rows from the start of that order, so every step has the
-    same shape and compiles once.
+    same shape and compiles once. With `validate` (train state -> validation
+    reward), training stops once `config.patience` epochs in a row have not
+    beaten the best, and the best epoch's parameters are kept.
     """
+    if config.objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {config.objective!r}")
     state = create_state(templates, config, data["embedding"].shape[1])
-    device = jax.device_put(data)
+    device = jax.device_put({**data, "reward": np.asarray(data["reward"] / reward_unit(config.reward), np.float32)})
     count = len(data["action"])
     size = min(config.batch_size, count)
     steps = -(-count // size)
     rng = np.random.default_rng(config.seed)
     entropy_weight = jnp.float32(config.entropy)
-    history = []
+    history, scores = [], []
+    best_params, best_epoch = state.params, 0
     for epoch in range(config.epochs):
         order = rng.permutation(count)
         order = np.concatenate([order, order[: steps * size - count]])
         losses = []
         for step in range(steps):
             batch = _take(device, jnp.asarray(order[step * size : (step + 1) * size]))
-            state, metrics = train_step(state, batch, entropy_weight)
+            state, metrics = train_step(state, batch, entropy_weight, config.objective)
             losses.append(metrics["loss"])
         history.append(float(jnp.mean(jnp.stack(losses))))
         if progress is not None:
             progress(epoch + 1, config.epochs)
-    return state, history
+        if validate is None:
+            best_params, best_epoch = state.params, epoch + 1
+            continue
+        scores.append(validate(state))
+        if scores[-1] > max(scores[:-1], default=-np.inf):
+            best_params, best_epoch = state.params, epoch + 1
+        elif epoch + 1 - best_epoch >= config.patience:
+            break
+    return Fitted(state.replace(params=best_params), history, scores, best_epoch)
 
 
 @jax.jit
 def _take(data: dict, indices):
     return jax.tree_util.tree_map(lambda column: column[indices], data)
-
-
-# ---------------------------------------------------------------- selection and evaluation
-
-
-@functools.partial(jax.jit, static_argnames=("apply_fn",))
-def probabilities(params, apply_fn, embedding, budget, feasible):
-    return jax.nn.softmax(apply_fn({"params": params}, embedding, budget, feasible))
-
-
-def policy_choices(params, apply_fn, embeddings, budgets, feasible) -> np.ndarray:
-    """The template each state gets: the most probable feasible one."""
-    probs = np.asarray(probabilities(params, apply_fn, embeddings, budgets, feasible))
-    return np.argmax(np.where(feasible, probs, -1.0), axis=1)
-
-
-def outcome_metrics(table: Table, states: np.ndarray, choices: np.ndarray) -> dict:
-    """Mean reward, success rate and mean cost of running `choices[i]` on `states[i]`.
-
-    A choice that is infeasible at its budget cannot run: it counts as a
-    failure at no cost. A feasible choice the data has no row for is left out.
-    """
-    feasible = table.feasible[states, choices]
-    observed = table.observed[states, choices]
-    keep = observed | ~feasible
-    if not keep.any():
-        return {"reward": None, "success_rate": None, "mean_cost": None, "states": 0}
-    reward = np.where(feasible, table.outcome_reward[states, choices], table.reward.failure)[keep]
-    success = (table.outcome_success[states, choices] & feasible)[keep]
-    cost = np.where(feasible, table.outcome_cost[states, choices], 0.0)[keep]
-    return {
-        "reward": round(float(reward.mean()), 6),
-        "success_rate": round(float(success.mean()), 6),
-        "mean_cost": round(float(cost.mean()), 6),
-        "states": int(keep.sum()),
-    }
-
-
-def oracle_choices(table: Table, states: np.ndarray) -> np.ndarray:
-    """Per state, the template with the best reward in the data."""
-    scores = np.where(table.feasible[states] & table.observed[states], table.outcome_reward[states], -np.inf)
-    return np.argmax(scores, axis=1)
-
-
-def heldout_report(table: Table, states: np.ndarray, choices: np.ndarray) -> dict:
-    """The policy's choices against the per-state oracle and against every single fixed template."""
-    return {
-        "policy": outcome_metrics(table, states, choices),
-        "oracle": outcome_metrics(table, states, oracle_choices(table, states)),
-        "fixed": {
-            name: outcome_metrics(table, states, np.full(len(states), k)) for k, name in enumerate(table.templates)
-        },
-    }
 
 
 def config_data(config: TrainConfig) -> dict:
@@ -311,35 +307,59 @@ def config_data(config: TrainConfig) -> dict:
 @dataclass
 class TrainResult:
     state: train_state.TrainState
-    history: list[float]  # mean loss per epoch
+    history: list[float]  # mean loss per epoch run
     heldout: dict | None  # heldout_report on the held-out tasks; None without a hold-out
-    train_tasks: int
+    train_tasks: int  # the tasks trained on, validation tasks included
     heldout_tasks: int
-    samples: int  # logged runs trained on
+    samples: int  # logged runs trained on (the validation tasks' excluded)
+    validation_tasks: int = 0
+    validation: list[float] = field(default_factory=list)  # validation reward per epoch run
+    best_epoch: int = 0  # the epoch whose parameters were kept
+
+
+def task_states(table: Table, ids: set[str]) -> np.ndarray:
+    return np.array([s for s, task in enumerate(table.task_ids) if task in ids], dtype=np.int64)
 
 
 def train_policy(rows, templates: tuple[str, ...], config: TrainConfig, embed, scale: float, progress=None) -> TrainResult:
     """Train on the rows of the training tasks and report on the held-out ones.
 
     `embed` maps a list of task texts to their embeddings; `scale` is the
-    budget that maps to 1.0.
+    budget that maps to 1.0. A `config.validation` share of the training
+    tasks is kept out of the gradient steps to choose the epoch.
     """
     table = build_table(rows, templates, config.reward)
     train_ids, held_ids = split_tasks(table.task_ids, config.holdout, config.seed)
-    in_train = np.array([table.task_ids[s] in train_ids for s in table.sample_state], dtype=bool)
-    samples = np.flatnonzero(in_train)
+    fit_ids, validation_ids = split_tasks(sorted(train_ids), config.validation, config.seed + 1)
+    samples = np.flatnonzero([table.task_ids[s] in fit_ids for s in table.sample_state])
     if not len(samples):
         raise ValueError("the data has no run of a feasible template on a training task to learn from")
     embeddings = embed(table.texts)
-    state, history = fit(sample_batches(table, embeddings, scale, samples), len(templates), config, progress)
-    held = np.array([s for s, task in enumerate(table.task_ids) if task in held_ids], dtype=np.int64)
+    budgets = budget_feature(table.budgets, scale)
+    validate = None
+    validation_samples = np.flatnonzero([table.task_ids[s] in validation_ids for s in table.sample_state])
+    if len(validation_samples):
+        states = task_states(table, validation_ids)
+
+        def validate(state) -> float:
+            choices = np.full(len(table.task_ids), -1)
+            choices[states] = policy_choices(
+                state.params, state.apply_fn, embeddings[states], budgets[states], table.feasible[states]
+            )
+            return estimated_value(table, validation_samples, choices)
+
+    fitted = fit(sample_batches(table, embeddings, scale, samples), len(templates), config, progress, validate)
+    state = fitted.state
+    held = task_states(table, held_ids)
     heldout = None
     if len(held):
-        choices = policy_choices(
-            state.params, state.apply_fn, embeddings[held], budget_feature(table.budgets[held], scale), table.feasible[held]
-        )
+        choices = policy_choices(state.params, state.apply_fn, embeddings[held], budgets[held], table.feasible[held])
         heldout = heldout_report(table, held, choices)
-    return TrainResult(state, history, heldout, len(train_ids), len(held_ids), len(samples))
+    return TrainResult(
+        state, fitted.history, heldout, len(train_ids), len(held_ids), len(samples),
+        validation_tasks=len(validation_ids) if validate else 0, validation=fitted.validation,
+        best_epoch=fitted.best_epoch,
+    )
 
 
 def checkpoint_metadata(
@@ -357,31 +377,16 @@ def checkpoint_metadata(
         "embedding_dim": EMBEDDING_DIM,
         "budget_scale": scale,
         "reward": settings["reward"],
-        "network": {"hidden": config.hidden, "depth": config.depth},
+        "network": {"hidden": config.hidden, "depth": config.depth, "budget": config.budget_features},
         "config": settings,
         "data": os.path.basename(data_path),
         "data_sha256": file_sha256(data_path),
         "rows": rows,
         "samples": result.samples,
-        "tasks": {"train": result.train_tasks, "heldout": result.heldout_tasks},
+        "tasks": {"train": result.train_tasks, "validation": result.validation_tasks, "heldout": result.heldout_tasks},
+        "epochs_run": len(result.history),
+        "best_epoch": result.best_epoch,
+        "validation_reward": round(max(result.validation), 6) if result.validation else None,
         "final_loss": round(result.history[-1], 6),
         "heldout": result.heldout,
     }
-
-
-def report_text(heldout: dict) -> str:
-    """The held-out table `bamasc train` prints: the policy, the oracle and every fixed template."""
-    rows = [("policy", heldout["policy"]), ("oracle", heldout["oracle"])]
-    rows += [(f"fixed {name}", metrics) for name, metrics in heldout["fixed"].items()]
-    width = max(len(name) for name, _ in rows)
-
-    def cell(value, form):
-        return "-" if value is None else format(value, form)
-
-    lines = [f"{'held-out'.ljust(width)}  {'reward':>8}  {'success':>8}  {'mean cost':>10}"]
-    for name, m in rows:
-        lines.append(
-            f"{name.ljust(width)}  {cell(m['reward'], '8.3f')}  {cell(m['success_rate'], '8.1%')}  "
-            f"{cell(m['mean_cost'], '8.1f')} µ$"
-        )
-    return "\n".join(lines)

@@ -152,7 +152,7 @@ def test_the_train_help_states_the_config_defaults():
     add_train(parser.add_subparsers())
     train = parser._subparsers._group_actions[0].choices["train"]
     helps = {action.dest: action.help for action in train._actions}
-    for name in ("epochs", "seed", "holdout", "entropy", "learning_rate", "batch_size", "hidden"):
+    for name in ("epochs", "seed", "holdout", "entropy", "learning_rate", "batch_size", "hidden", "validation", "patience"):
         stated = re.search(r"\(default ([0-9.]+)\)", helps[name]).group(1)
         assert float(stated) == getattr(TrainConfig(), name), name
 

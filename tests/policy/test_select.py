@@ -19,13 +19,8 @@ from bamasc.policy.checkpoint import (
 from bamasc.policy.features import HASHED, Features, HashedWords, budget_feature
 from bamasc.plan.compile import compile_file
 from bamasc.policy.select import PolicySelector, policy_path
-from bamasc.policy.train import (
-    TrainConfig,
-    create_state,
-    policy_choices,
-    probabilities,
-    train_policy,
-)
+from bamasc.policy.report import policy_choices, probabilities
+from bamasc.policy.train import TrainConfig, create_state, train_policy
 from tests.conftest import ROOT
 from tests.policy.synthetic import TEMPLATES, table_rows
 
@@ -44,7 +39,7 @@ def checkpoint(tmp_path_factory):
         "embedding_model": HASHED,
         "budget_scale": SCALE,
         "reward": {},
-        "network": {"hidden": 128, "depth": 1},
+        "network": {"hidden": 128, "depth": 1, "budget": "steps"},
         "data_sha256": "0" * 64,
         "heldout": None,
     }

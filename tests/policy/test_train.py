@@ -1,4 +1,4 @@
-"""REINFORCE training: the loss and its gradient by hand, the naive form not running, learning the best template."""
+"""REINFORCE training: the loss and its gradient by hand, the naive form only on request, early stopping, learning the best template."""
 
 from __future__ import annotations
 
@@ -19,13 +19,12 @@ from bamasc.policy.train import (
     fit,
     loss_from_logits,
     loss_fn,
-    oracle_choices,
-    policy_choices,
     rewards,
     sample_batches,
     split_tasks,
     train_policy,
 )
+from bamasc.policy.report import estimated_value, oracle_choices, policy_choices
 from tests.policy.synthetic import BEST, BUDGETS, TEMPLATES, cluster_of, table_rows
 
 SCALE = 1250.0
@@ -63,8 +62,8 @@ def test_loss_and_gradient_match_the_hand_computation():
     assert float(grad[1, 2]) == 0.0
 
 
-def test_the_naive_log_pi_times_reward_form_is_not_what_runs():
-    """The running loss is the importance-weighted one: its value and gradient differ from the naive form's."""
+def test_the_naive_log_pi_times_reward_form_runs_only_when_asked_for():
+    """The default loss is the importance-weighted one: its value and gradient differ from the naive form's."""
 
     def naive(logits):
         log_probs = jax.nn.log_softmax(mask_logits(logits, FEASIBLE))
@@ -82,6 +81,25 @@ def test_the_naive_log_pi_times_reward_form_is_not_what_runs():
     assert abs(float(no_entropy(z)) - float(naive(z))) > 0.1
     assert_allclose(np.asarray(jax.grad(no_entropy)(z)), np.asarray(jax.grad(weighted)(z)), rtol=1e-5, atol=1e-7)
     assert np.abs(np.asarray(jax.grad(no_entropy)(z)) - np.asarray(jax.grad(naive)(z))).max() > 0.05
+    asked = lambda logits: loss_from_logits(mask_logits(logits, FEASIBLE), ACTION, REWARD, BEHAVIOR, 0.0, "naive")[0]  # noqa: E731
+    assert_allclose(np.asarray(jax.grad(asked)(z)), np.asarray(jax.grad(naive)(z)), rtol=1e-5, atol=1e-7)
+
+
+def test_the_naive_loss_matches_the_hand_computation():
+    # log pi_a: sample 1 ln(1/3), sample 2 ln(1/3); value = mean(log pi_a * R) = (1.5 + (-1)) * ln(1/3) / 2,
+    # with no behaviour weights; loss = -value - beta * mean H = 0.25 ln 3 - 0.1 * (ln 3 - ln 2 / 3)
+    loss = loss_from_logits(mask_logits(jnp.asarray(LOGITS), FEASIBLE), ACTION, REWARD, BEHAVIOR, BETA, "naive")[0]
+    assert_allclose(float(loss), 0.25 * math.log(3) - BETA * (math.log(3) - math.log(2) / 3), rtol=1e-6)
+    # d(-R log pi_a)/dz_j = -R (delta_aj - pi_j) / 2 per sample: sample 1 -0.75 * (2/3, -1/3, -1/3).
+    grad = jax.grad(lambda z: loss_from_logits(mask_logits(z, FEASIBLE), ACTION, REWARD, BEHAVIOR, 0.0, "naive")[0])
+    assert_allclose(np.asarray(grad(jnp.asarray(LOGITS)))[0], [-0.5, 0.25, 0.25], rtol=1e-5)
+
+
+def test_an_unknown_objective_is_an_error():
+    table = build_table(table_rows(tasks_per_cluster=1), TEMPLATES, Reward())
+    data = sample_batches(table, HashedWords().encode(table.texts), SCALE, np.arange(8))
+    with pytest.raises(ValueError, match="weighted, naive"):
+        fit(data, len(TEMPLATES), TrainConfig(objective="greedy", epochs=1))
 
 
 def test_the_loss_stays_bounded_on_a_full_information_table():
@@ -90,13 +108,14 @@ def test_the_loss_stays_bounded_on_a_full_information_table():
     table = build_table(rows, TEMPLATES, Reward())
     embeddings = HashedWords().encode(table.texts)
     data = sample_batches(table, embeddings, SCALE, np.arange(len(table.sample_action)))
-    state, history = fit(data, len(TEMPLATES), TrainConfig(epochs=30, learning_rate=0.01))
+    fitted = fit(data, len(TEMPLATES), TrainConfig(epochs=30, learning_rate=0.01, entropy=0.01))
+    state, history = fitted.state, fitted.history
     logits = state.apply_fn({"params": state.params}, data["embedding"], data["budget"], data["feasible"])
     feasible_logits = np.asarray(logits)[data["feasible"]]
     assert np.isfinite(history).all()
     assert np.abs(feasible_logits).max() < 100
-    # The loss is bounded below by -max(pi / mu * R) - beta * ln K.
-    assert min(history) > -float((data["reward"] / data["behavior"]).max()) - 0.01 * math.log(4) - 1e-6
+    # The loss is bounded below by -max(pi / mu * R / u) - beta * ln K, u = success - failure = 2.
+    assert min(history) > -float((data["reward"] / data["behavior"]).max()) / 2 - 0.01 * math.log(4) - 1e-6
 
 
 def test_rewards_follow_the_paper():
@@ -119,8 +138,9 @@ def test_smoke_training_lowers_the_loss():
     rows = table_rows(tasks_per_cluster=4)
     table = build_table(rows, TEMPLATES, Reward())
     data = sample_batches(table, HashedWords().encode(table.texts), SCALE, np.arange(len(table.sample_action)))
-    _, history = fit(data, len(TEMPLATES), TrainConfig(epochs=15, batch_size=32))
-    assert history[-1] < history[0] - 0.1
+    history = fit(data, len(TEMPLATES), TrainConfig(epochs=15, batch_size=32)).history
+    assert len(history) == 15  # without a validation function every epoch runs
+    assert history[-1] < history[0] - 0.05
 
 
 def test_a_row_without_behavior_prob_is_uniform_over_the_feasible_templates():
