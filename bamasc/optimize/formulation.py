@@ -122,7 +122,11 @@ def formulate(
         width = len(models)
         top_rank = width - 1
         for k in range(problem.hi[s]):
-            rows.append(MilpRow(f"seat[{name}]", tuple(instance(s, k)), (1.0,) * width, -inf, 1.0))
+            # Instances fill in order, so the first lo are always filled. min_count alone says so
+            # only for 0/1 seats; this row says it to the LP relaxation too, which otherwise fills
+            # every instance a little (a third each, at lo = 1 of 3) and reads their outputs for free.
+            filled = 1.0 if k < problem.lo[s] else -inf
+            rows.append(MilpRow(f"seat[{name}]", tuple(instance(s, k)), (1.0,) * width, filled, 1.0))
             if k + 1 == problem.hi[s]:
                 continue
             # a_{s,k+1} <= a_{s,k}: instances fill in order.

@@ -12,9 +12,10 @@ Columns (docs/language.md, "How the compiler binds"):
 - W[j] >= 0: the tokens of statement j's value, Σ of the output caps of its
   calls, for statements whose value a later one reads; of a route's answer,
   at least each branch's answer (optimize/either.py).
-- R[i,σ] >= 0: the tokens seat σ reads in statement i, and Q[i,σ,m] >= 0 its
-  split by model, so that Σ_m p_in[m]·Q[i,σ,m] is the product of the seat's
-  input price and what it reads, linearised exactly (see `_Builder.reads`).
+- z[σ;τ] in [0, 1]: seat σ of a padded statement reads seat τ's output, per
+  pair of σ's input rate and τ's output cap (optimize/coupled.py); elsewhere
+  R[i,σ] >= 0, the tokens σ reads in statement i, split by model into
+  Q[i,σ,m] >= 0, so Σ_m p_in[m]·Q[i,σ,m] is the product (`_Builder.reads`).
 - E[i,g] >= 0: the largest output of the seats of group g, of which one call ran
   (a dynamic plan's step), for the seats that read it.
 - O[i] >= 0, for statements with y: the prompt-text and output cost of unit v
@@ -42,6 +43,7 @@ from bamasc.ir.latency import call_latency_s
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.alternatives import decisions
 from bamasc.optimize.cards import SharedCards
+from bamasc.optimize.coupled import CoupledReads
 from bamasc.optimize.either import ExclusiveReads, label as _label
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
 from bamasc.optimize.offered import offered_exactly
@@ -78,7 +80,7 @@ def build(
     return builder.finish()
 
 
-class _Builder(ExclusiveReads, SharedCards):
+class _Builder(ExclusiveReads, SharedCards, CoupledReads):
     def __init__(self, problem, seats: SeatIlp, offered, pool, roles):
         self.problem = problem
         self.seats = seats
@@ -109,6 +111,8 @@ class _Builder(ExclusiveReads, SharedCards):
         self.calling: dict[tuple[int, int], list[int]] = defaultdict(list)  # seat -> y columns that call it
         self.card_column: dict[str, int] = {}  # plan call -> its C column (optimize/cards.py)
         self.largest_of: dict[tuple, int] = {}  # (statement, group of exclusive seats) -> its E column
+        self.value_seats: dict[int, tuple] = {}  # padded statements read later: seats of their value
+        self.input_rates: dict[tuple, float] = {}
 
     # ------------------------------------------------------------ columns
 
@@ -174,6 +178,8 @@ class _Builder(ExclusiveReads, SharedCards):
             self.reads(statement, [(unit, None)])
             self.card_reads(statement, [(unit, None)])
             if statement.read_later:
+                if not unit.value_options:  # a route's answer is one of its options, not their sum
+                    self.value_seats[statement.index] = unit.value
                 self.value_rows(statement.index, [(unit, None)])
             return
         counts = {s: self.counts_of(s) for s in statement.slots}
@@ -210,19 +216,11 @@ class _Builder(ExclusiveReads, SharedCards):
             self.value_rows(statement.index, ys)
 
     def rates(self, seat, m: int, calls) -> tuple[float, float, float]:
-        """(input, output, per-request) rates a call at `seat` on model m is bounded at (ir/bounds.py).
-
-        Those are the highest rates of every prompt tier the call's prompt could
-        reach; the prompt is taken at the most this seat could ever read, so on
-        a model with tiers the MILP may price a call above its exact bound (never
-        below it), and on every other model exactly.
-        """
+        """(input, output, per-request) rates a call at `seat` on model m is bounded at (ir/bounds.py):
+        the highest of every prompt tier its prompt could reach, taken at the most this seat could
+        ever read, so a model with tiers may be priced above its exact bound (never below it)."""
         pricing = self.pool[m].prices()
-        if pricing.tiers:
-            prompt = self.most_prompt(seat)
-        else:
-            prompt = 0
-        rates = pricing.worst_rates(prompt)
+        rates = pricing.worst_rates(self.most_prompt(seat) if pricing.tiers else 0)
         return rates.input, rates.output, pricing.per_request
 
     def most_prompt(self, seat) -> int:
@@ -243,26 +241,26 @@ class _Builder(ExclusiveReads, SharedCards):
                 terms.append((j, -min(value, self.ceiling)))
         return terms
 
-    def own_reads(self, statement: int, calls) -> tuple[float, list, float]:
+    def own_reads(self, statement: int, reads, values, either) -> tuple[float, list, float]:
         """What a seat's calls read under their own alternative: (known tokens, terms, most tokens)."""
         known, read = 0.0, []
-        for source, n in calls.reads:
+        for source, n in reads:
             tokens = self.known_tokens(source)
             if tokens is None:
                 read += self.tokens(source, n)
             else:
                 known += n * tokens
-        for j, n in calls.values:
+        for j, n in values:
             column = self.value_column[j]  # a column, or the tokens when they are known (float)
             if isinstance(column, float):
                 known += n * column
             else:
                 read.append((column, float(n)))
-        for group, n in calls.either:
+        for group, n in either:
             read.append((self.largest(statement, group), float(n)))
-        most = sum(n * self.most_tokens(source) for source, n in calls.reads)
-        most += sum(n * self.value_most[j] for j, n in calls.values)
-        most += sum(n * self.most_of(group) for group, n in calls.either)
+        most = sum(n * self.most_tokens(source) for source, n in reads)
+        most += sum(n * self.value_most[j] for j, n in values)
+        most += sum(n * self.most_of(group) for group, n in either)
         return known, read, most
 
     def reads(self, statement: Statement, units) -> None:
@@ -281,8 +279,10 @@ class _Builder(ExclusiveReads, SharedCards):
         for unit, y in units:
             for seat, calls in unit.seats:
                 parts = self.branch_parts(statement.index, calls)
-                if calls.reads or calls.values or calls.either:
-                    parts[calls.alternative] = self.own_reads(statement.index, calls)
+                # A padded statement's reads of seats are priced as products (optimize/coupled.py).
+                reads, values, either = self.coupled(seat, calls) if y is None else (calls.reads, calls.values, calls.either)
+                if reads or values or either:
+                    parts[calls.alternative] = self.own_reads(statement.index, reads, values, either)
                 for path, (known, read, most) in parts.items():
                     if not read and y is None:
                         # What the seat reads is known: its price times that is linear in x.
