@@ -6,7 +6,7 @@
     on 10,000 offline rows, at the default batch size and two larger ones.
     Target: >= 50,000 samples/s.
 (b) End-to-end `bamasc train` on the same rows (a fresh process: start-up,
-    reading, embedding, 100 epochs, held-out report, checkpoint), with the
+    reading, embedding, training until early stopping, held-out report, checkpoint), with the
     hashed-words embedding and with MiniLM, cold and warm embedding cache.
 (c) Selection latency per task, warm (model loaded and compiled): MiniLM
     embedding of a task not seen before plus the policy's forward pass, and
@@ -150,7 +150,7 @@ def main() -> None:
         with open(rows_path, "w", encoding="utf-8") as handle:
             handle.writelines(json.dumps(row) + "\n" for row in rows)
         cache = os.path.join(folder, "cache")
-        print("\n(b) end-to-end `bamasc train` (fresh process, default 100 epochs)")
+        print("\n(b) end-to-end `bamasc train` (fresh process, default settings, early stopping)")
         print("| embedding | wall s | first line of its output |\n|---|---:|---|")
         runs = [("hashed", "hashed")]
         if not args.skip_minilm:
