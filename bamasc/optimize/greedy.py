@@ -15,12 +15,11 @@ does, and keeps `require` rows and `min_agents`.
 
 from __future__ import annotations
 
-import math
 
 from bamasc.check.linear import linear_row
 from bamasc.ir.unroll import unroll
 from bamasc.optimize.exact import has_idle_seat
-from bamasc.optimize.paper import exact_cost
+from bamasc.optimize.paper import exact_cost, seated, unbound
 
 TOLERANCE = 1e-9
 
@@ -93,34 +92,12 @@ def _cheapest(pool) -> int:
 
 def bind_greedy(program, system, template: str, budget: float | None = None):
     """The greedy binding of `template` as a TemplateBinding, with its exact worst case."""
-    from bamasc.optimize.bind import TemplateBinding, TemplateSeat
-
     topology = program.topologies[template]
     budget = system.budget if budget is None else budget
     pool = [program.models[name] for name in system.models]
     tiers = tuple(sorted({m.tier for m in pool}))
     seats = greedy_seats(program, system, topology, pool, budget)
     if seats is None:
-        return TemplateBinding(
-            template=template, budget=budget, feasible=False, counts=(), seats=(), unrolled=None, bounds=(),
-            worst_case_cost=math.inf, tiers=tiers, tier_seats=tuple(0 for _ in tiers), quality=0.0, solves=0, cuts=0,
-            cheapest_cost=None, binding_rows=("budget",),
-        )
-    counts, unrolled, bounds, exact = exact_cost(program, system, topology, pool, seats)
-    return TemplateBinding(
-        template=template,
-        budget=budget,
-        feasible=True,
-        counts=tuple(counts.items()),
-        seats=tuple(TemplateSeat(topology.slots[s].name, k, pool[m].name) for s, k, m in seats),
-        unrolled=unrolled,
-        bounds=bounds,
-        worst_case_cost=exact,
-        tiers=tiers,
-        tier_seats=tuple(sum(pool[m].tier == t for _, _, m in seats) for t in tiers),
-        quality=math.fsum(pool[m].quality_for(topology.slots[s].role) for s, _, m in seats),
-        solves=0,
-        cuts=0,
-        cheapest_cost=None,
-        binding_rows=(),
-    )
+        # The least budget that would do is unknown: greedy stops at the first seat it cannot fill.
+        return unbound(template, budget, tiers, None, over_budget=True)
+    return seated(program, system, template, budget, pool, seats)

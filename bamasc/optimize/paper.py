@@ -192,7 +192,7 @@ def bind_paper(program, system, template: str, budget: float | None = None):
     `feasible` means the pool's estimate fits the budget, as in the reference;
     `worst_case_cost` is still the exact bound of that binding, which may be
     above the budget (the compile driver warns, BAM506)."""
-    from bamasc.optimize.bind import BindingError, TemplateBinding, TemplateSeat
+    from bamasc.optimize.bind import BindingError
 
     topology = program.topologies[template]
     budget = system.budget if budget is None else budget
@@ -203,13 +203,29 @@ def bind_paper(program, system, template: str, budget: float | None = None):
     except TooManyVectors as problem:
         raise BindingError(str(problem)) from None
     if choice is None:
-        return TemplateBinding(
-            template=template, budget=budget, feasible=False, counts=(), seats=(), unrolled=None, bounds=(),
-            worst_case_cost=math.inf, tiers=tiers, tier_seats=tuple(0 for _ in tiers), quality=0.0, solves=0, cuts=0,
-            cheapest_cost=cheapest, binding_rows=("budget",) if cheapest is not None else (),
-            estimate=None,
-        )
-    seats = seats_of(topology, pool, choice.counts)
+        return unbound(template, budget, tiers, cheapest)
+    return seated(program, system, template, budget, pool, seats_of(topology, pool, choice.counts), choice.estimate)
+
+
+def unbound(template: str, budget: float, tiers, cheapest: float | None, over_budget: bool | None = None):
+    """The binding of a template nothing fits: `cheapest` is the least budget that would, if known;
+    `over_budget` says the budget is what rules it out (by default, when `cheapest` is known)."""
+    from bamasc.optimize.bind import TemplateBinding
+
+    return TemplateBinding(
+        template=template, budget=budget, feasible=False, counts=(), seats=(), unrolled=None, bounds=(),
+        worst_case_cost=math.inf, tiers=tiers, tier_seats=tuple(0 for _ in tiers), quality=0.0, solves=0, cuts=0,
+        cheapest_cost=cheapest, estimate=None,
+        binding_rows=("budget",) if (cheapest is not None if over_budget is None else over_budget) else (),
+    )
+
+
+def seated(program, system, template: str, budget: float, pool, seats, estimate: float | None = None):
+    """The binding of these (slot, instance, model) seats, with their exact worst case."""
+    from bamasc.optimize.bind import TemplateBinding, TemplateSeat
+
+    topology = program.topologies[template]
+    tiers = tuple(sorted({m.tier for m in pool}))
     counts, unrolled, bounds, exact = exact_cost(program, system, topology, pool, seats)
     return TemplateBinding(
         template=template,
@@ -227,5 +243,5 @@ def bind_paper(program, system, template: str, budget: float | None = None):
         cuts=0,
         cheapest_cost=None,
         binding_rows=(),
-        estimate=choice.estimate,
+        estimate=estimate,
     )
