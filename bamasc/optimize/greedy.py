@@ -15,7 +15,6 @@ does, and keeps `require` rows and `min_agents`.
 
 from __future__ import annotations
 
-
 from bamasc.check.linear import linear_row
 from bamasc.ir.unroll import unroll
 from bamasc.optimize.exact import has_idle_seat
