@@ -6,7 +6,7 @@ it is. The worst case puts the whole output in the card of the step with the
 dearest input price. `C[p]` stands for that: a row per step keeps it at least
 what that step would pay to read the plan's whole output once more (the
 product of its price and the planner's cap, split by model as the R columns
-of `_Builder.reads` are), and C[p] enters the cost once, where the plan runs.
+of `_Builder.reads` are, `split_by_model`), and C[p] enters the cost once, where the plan runs.
 Like every linearised column it only adds to the cost, so at any solution it
 can be lowered to that maximum, and the budget row stays the exact bound
 (ir/bounds.py `cost_amounts`).
@@ -47,17 +47,6 @@ class SharedCards:
                     else:
                         self.row("cards", [(r, 1.0), *terms, (y, -most)], fixed - most, math.inf)
         for (seat, plan), r in read_of.items():
-            most = most_of[seat, plan]
-            models = self.models(seat)
-            split, price = [(r, -1.0)], [(self.card_column[plan], 1.0)]
-            for j, m in models:
-                q = self.new(f"Q[{statement.index},{seat},{plan},{m}]")
-                price.append((q, -self.rates(seat, m, None)[0]))
-                self.row("cards", [(q, 1.0), (j, -most)], -math.inf, 0.0)
-                split.append((q, 1.0))
-            empty = self.new(f"Q[{statement.index},{seat},{plan},none]")
-            self.row("cards", [(empty, 1.0), *((j, most) for j, _ in models)], -math.inf, most)
-            split.append((empty, 1.0))
-            self.row("cards", split, 0.0, math.inf)
+            priced = self.split_by_model("cards", f"Q[{statement.index},{seat},{plan}", seat, r, most_of[seat, plan])
             # C[plan] >= what this step pays to read the plan's output once more.
-            self.row("cards", price, 0.0, math.inf)
+            self.row("cards", [(self.card_column[plan], 1.0), *((q, -rate) for q, rate in priced)], 0.0, math.inf)

@@ -21,7 +21,7 @@ class ExclusiveReads:
     largest_of: dict
     value_column: dict  # statement -> its W column, or its tokens when known
     value_most: dict
-    branch_value: dict  # (statement, branch path) -> W column of that branch's answer, or its tokens
+    branch_value: dict  # statement -> branch path -> W column of that branch's answer, or its tokens
     branch_value_most: dict
 
     def largest(self, statement: int, group) -> int:
@@ -70,7 +70,7 @@ class ExclusiveReads:
         self.value_most[index] = max(self.most_of((option,)) for option, _ in options)
         for path in dict.fromkeys(option[2] for option, _ in options if option[2]):
             mine = [(option, y) for option, y in options if option[2] == path]
-            self.branch_value[index, path] = self.at_least(f"W[{index}{label(path)}]", mine, units)
+            self.branch_value[index][path] = self.at_least(f"W[{index}{label(path)}]", mine, units)
             self.branch_value_most[index, path] = max(self.most_of((option,)) for option, _ in mine)
 
     def at_least(self, name: str, options, units) -> int | float:
@@ -104,13 +104,12 @@ class ExclusiveReads:
                 mine = tuple(option for option in group if option[2] == path)
                 add(path, 0.0, [(self.largest(statement, mine), float(n))], n * self.most_of(mine))
         for j, n in calls.branch_values:
-            for (index, path), column in self.branch_value.items():
-                if index == j:
-                    most = n * self.branch_value_most[j, path]
-                    if isinstance(column, float):
-                        add(path, n * column, [], most)
-                    else:
-                        add(path, 0.0, [(column, float(n))], most)
+            for path, column in self.branch_value[j].items():
+                most = n * self.branch_value_most[j, path]
+                if isinstance(column, float):
+                    add(path, n * column, [], most)
+                else:
+                    add(path, 0.0, [(column, float(n))], most)
         return parts
 
 

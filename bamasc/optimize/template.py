@@ -105,7 +105,7 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads):
         self.count_columns: dict[tuple[int, int], int] = {}
         self.value_column: dict[int, int | float] = {}  # a W column, or the tokens when the same in every binding
         self.value_most: dict[int, float] = {}
-        self.branch_value: dict[tuple, int | float] = {}
+        self.branch_value: dict[int, dict] = defaultdict(dict)  # statement -> branch path -> W column or tokens
         self.branch_value_most: dict[tuple, float] = {}
         self.covered: set[tuple[int, int]] = set()  # seats some padded statement always calls
         self.calling: dict[tuple[int, int], list[int]] = defaultdict(list)  # seat -> y columns that call it
@@ -264,16 +264,8 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads):
         return known, read, most
 
     def reads(self, statement: Statement, units) -> None:
-        """What each seat pays for the outputs it reads in the statement: p_in(model) · R.
-
-        R[σ] is the tokens seat σ reads (at least what the unit in force says).
-        The product with the seat's input price is split by model, the tight
-        (perspective) form: R ≤ Σ_m Q[σ,m] + Q[σ,none], Q[σ,m] ≤ Rmax·x[σ,m],
-        Q[σ,none] ≤ Rmax·(1 − Σ_m x[σ,m]), and the cost is Σ_m p_in[m]·Q[σ,m].
-        With x integral only the chosen model's Q can carry R; with x
-        fractional the relaxation still charges R to the models x leans on,
-        which keeps the LP bound close (a big-M row would let it read for free).
-        """
+        """What each seat pays for the outputs it reads in the statement: p_in(model) · R, with R[σ]
+        the tokens seat σ reads (at least what the unit in force says), split by `split_by_model`."""
         read_of: dict = {}
         most_of: dict = defaultdict(float)
         for unit, y in units:
@@ -302,18 +294,27 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads):
                     else:
                         self.row("reads", [(r, 1.0), *negated, (y, -most)], known - most, math.inf)
         for (seat, path), r in read_of.items():
-            most = most_of[seat, path]
-            models = self.models(seat)
-            split = [(r, -1.0)]
-            for j, m in models:
-                q = self.new(f"Q[{statement.index},{seat},{m}]")
-                self.costs[path][q] += self.rates(seat, m, None)[0]
-                self.row("reads", [(q, 1.0), (j, -most)], -math.inf, 0.0)
-                split.append((q, 1.0))
-            empty = self.new(f"Q[{statement.index},{seat},none]")
-            self.row("reads", [(empty, 1.0), *((j, most) for j, _ in models)], -math.inf, most)
-            split.append((empty, 1.0))
-            self.row("reads", split, 0.0, math.inf)
+            for q, rate in self.split_by_model("reads", f"Q[{statement.index},{seat}", seat, r, most_of[seat, path]):
+                self.costs[path][q] += rate
+
+    def split_by_model(self, family: str, name: str, seat, r: int, most: float) -> list[tuple[int, float]]:
+        """Q[m] splitting R (column `r`, at most `most`) by seat σ's model, each with σ's input rate
+        on m, so that Σ rate·Q is p_in(σ)·R. The tight (perspective) form: R ≤ Σ_m Q[m] + Q[none],
+        Q[m] ≤ Rmax·x[σ,m], Q[none] ≤ Rmax·(1 − Σ_m x[σ,m]). With x integral only the chosen
+        model's Q can carry R; with x fractional the relaxation still charges R to the models x
+        leans on, which keeps the LP bound close (a big-M row would let it read for free)."""
+        models = self.models(seat)
+        split, priced = [(r, -1.0)], []
+        for j, m in models:
+            q = self.new(f"{name},{m}]")
+            priced.append((q, self.rates(seat, m, None)[0]))
+            self.row(family, [(q, 1.0), (j, -most)], -math.inf, 0.0)
+            split.append((q, 1.0))
+        empty = self.new(f"{name},none]")
+        self.row(family, [(empty, 1.0), *((j, most) for j, _ in models)], -math.inf, most)
+        split.append((empty, 1.0))
+        self.row(family, split, 0.0, math.inf)
+        return priced
 
     def deadline(self, statements, seconds: float) -> None:
         """Σ over steps of the step's slowest call ≤ the deadline (ir/latency.py's bound, exactly).
