@@ -139,15 +139,17 @@ def brute_force(program, budget: float) -> tuple | None:
             continue
         model_of = {(topology.slots[s].name, k): pool[m] for s, k, m in seats}
         bounds = call_bounds(unrolled.calls, model_of, program.roles, system.task_tokens)
-        cost = worst_case_cost(unrolled.calls, bounds, unrolled.choices)
-        if cost > budget * (1 + 1e-9):
+        # The binder's price: a dynamic plan's steps each at their costliest seat, reading the
+        # largest output of every earlier step (`joint=False`); the plan records the exact bound.
+        price = worst_case_cost(unrolled.calls, bounds, unrolled.choices, joint=False)
+        if price > budget * (1 + 1e-9):
             continue
         tiers = tuple(sum(pool[m].tier == t for _, _, m in seats) for t in order.tier_levels)
         quality = round(math.fsum(order.quality[s][m] for s, _, m in seats), 6)
-        objective = (*tiers, quality, -cost)
-        if best is None or objective > best:
-            best = objective
-    return best
+        objective = (*tiers, quality, -price)
+        if best is None or objective > best[0]:
+            best = objective, worst_case_cost(unrolled.calls, bounds, unrolled.choices)
+    return None if best is None else (*best[0][:-1], -best[1])
 
 
 def objective(binding) -> tuple | None:

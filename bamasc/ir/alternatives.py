@@ -12,6 +12,7 @@ through `decisions` for the same tree, so none re-derives it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -57,16 +58,166 @@ def decisions(paths: Iterable[Path], choices: Iterable[Choice] = ()) -> list[tup
     return sorted(ordered, key=lambda entry: -len(entry[0]))
 
 
-def worst_case(amounts: Iterable[tuple[Path, float]], choices: Iterable[Choice] = ()) -> Worst:
-    """The sum of `amounts` outside decisions, plus for each decision its costliest branch."""
+@record
+class Both:
+    """Where an amount is paid only when two decisions taken side by side (under one path) take
+    these branches: a step of a dynamic plan on one seat reading an earlier step made on another,
+    paying `rate` µ$ a token for the `tokens` it reads."""
+
+    reader: Path
+    writer: Path
+    rate: float
+    tokens: float
+
+
+def worst_case(amounts: Iterable[tuple[Path | Both, float]], choices: Iterable[Choice] = (), joint: bool = True) -> Worst:
+    """The sum of `amounts` outside decisions, plus for each decision its costliest branch. Amounts
+    paid under two decisions at once (`Both`) make those decisions one block whose branches are
+    chosen together (`_joint`); with `joint` False each reader is charged at the costliest branch
+    of each decision it reads, instead: safe, and what the template MILP prices."""
     at: dict[Path, float] = defaultdict(float)
-    for path, amount in amounts:
-        at[path] += amount
+    both: list[tuple[Both, float]] = []
+    for key, amount in amounts:
+        if isinstance(key, Both):
+            both.append((key, amount))
+        else:
+            at[key] += amount
+    if not joint:
+        _fold(at, both)
+        both = []
     chosen: dict[str, str] = {}
     totals: dict[str, dict[str, float]] = {}
-    for within, decision, branches in decisions(list(at), choices):
-        totals[decision] = {branch: at.get(within + ((decision, branch),), 0.0) for branch in branches}
-        best = max(branches, key=lambda branch: totals[decision][branch])  # max keeps the first of equals
-        chosen[decision] = best
-        at[within] += totals[decision][best]
+    found = decisions([*at, *(path for key, _ in both for path in (key.reader, key.writer))], choices)
+    for within, decision, branches in found:
+        if decision in chosen:
+            continue
+        block = _block(decision, within, found, both)
+        if len(block) == 1:
+            totals[decision] = {branch: at.get(within + ((decision, branch),), 0.0) for branch in branches}
+            best = max(branches, key=lambda branch: totals[decision][branch])  # max keeps the first of equals
+            chosen[decision] = best
+            at[within] += totals[decision][best]
+        else:
+            at[within] += _joint(block, within, at, [(k, a) for k, a in both if k.reader[:-1] == within], chosen, totals)
     return Worst(at.get((), 0.0), chosen, totals)
+
+
+def _fold(at: dict[Path, float], both) -> None:
+    """Charge each reader the most any branch of each decision it reads could make it pay."""
+    most: dict[tuple[Path, str], float] = defaultdict(float)
+    for key, amount in both:
+        most[key.reader, key.writer[-1][0]] = max(most[key.reader, key.writer[-1][0]], amount)
+    for (reader, _), amount in most.items():
+        at[reader] += amount
+
+
+def _block(decision: str, within: Path, found, both) -> list[tuple[str, tuple[str, ...]]]:
+    """The decisions under `within` tied to `decision` by amounts paid under both, in flow order."""
+    linked: dict[str, set[str]] = defaultdict(set)
+    for key, _ in both:
+        if key.reader[:-1] == within and key.writer[:-1] == within:
+            linked[key.reader[-1][0]].add(key.writer[-1][0])
+            linked[key.writer[-1][0]].add(key.reader[-1][0])
+    seen, todo = {decision}, [decision]
+    while todo:
+        for other in linked[todo.pop()] - seen:
+            seen.add(other)
+            todo.append(other)
+    order = [entry[1] for entry in found]
+    return sorted(((d, b) for w, d, b in found if w == within and d in seen), key=lambda entry: order.index(entry[0]))
+
+
+def _joint(block, within: Path, at, both, chosen, totals) -> float:
+    """The block's worst case over every combination of its branches: a dynamic plan's steps, each
+    reading every earlier one, so what step i pays to read them is its rate times the tokens they
+    wrote together. Steps in order, each kept combination carries (tokens written so far, total):
+    one that has written no more and costs no more than another cannot end dearer, so only the
+    others are kept (exact, and few). Records each decision's branch in the dearest combination,
+    and per branch its total with the other decisions as they are there."""
+    size = len(block)
+    index = {decision: i for i, (decision, _) in enumerate(block)}
+    unary = [[at.get(within + ((d, b),), 0.0) for b in branches] for d, branches in block]
+    rate = [[None] * len(branches) for _, branches in block]
+    written: list[dict[int, float]] = [{} for _ in block]  # step j, branch l -> tokens read of it
+    offset = [0.0] * size  # what step i reads beyond those tokens (the list's numbering)
+    pairs = []
+    for key, amount in both:
+        i, k = index[key.reader[-1][0]], block[index[key.reader[-1][0]]][1].index(key.reader[-1][1])
+        j, l = index[key.writer[-1][0]], block[index[key.writer[-1][0]]][1].index(key.writer[-1][1])
+        pairs.append((i, k, j, l, key.rate, key.tokens, amount))
+    if not _product_form(pairs, size, [len(b) for _, b in block], rate, written, offset):
+        return _alone(block, within, unary, pairs, chosen, totals)
+    front = [(0.0, 0.0, ())]  # (tokens written, total, branches so far)
+    for i in range(size):
+        grown = []
+        for tokens, total, picks in front:
+            for k in range(len(unary[i])):
+                paid = unary[i][k] + (rate[i][k] or 0.0) * (tokens + offset[i])
+                grown.append((tokens + written[i].get(k, 0.0), total + paid, picks + (k,)))
+        front = _undominated(grown)
+    total, picks = max(((t, p) for _, t, p in front), key=lambda entry: (entry[0], [-k for k in entry[1]]))
+    _record(block, unary, pairs, picks, chosen, totals)
+    return total
+
+
+def _product_form(pairs, size: int, widths: list[int], rate, written, offset) -> bool:
+    """Fill each reading branch's rate, each written branch's tokens and each step's numbering
+    from the pair amounts; False unless every seat that reads earlier steps reads all of them, at
+    one rate, and each written branch shows the same tokens to every reader (up to its numbering)."""
+    seen: dict[tuple[int, int, int], dict[int, float]] = defaultdict(dict)  # (i, k, j) -> l -> tokens
+    for i, k, j, l, paid_rate, tokens, _ in pairs:
+        if j >= i or (rate[i][k] is not None and rate[i][k] != paid_rate):
+            return False
+        rate[i][k] = paid_rate
+        seen[i, k, j][l] = tokens
+    for i in range(1, size):
+        shift: dict[int, float] = {}
+        for k in range(widths[i]):
+            if rate[i][k] is None:
+                continue  # this seat's prompt shows no earlier step
+            for j in range(i):
+                read = seen.get((i, k, j), {})
+                if len(read) != widths[j]:
+                    return False
+                for l, tokens in read.items():
+                    written[j].setdefault(l, tokens)
+                    if shift.setdefault(j, tokens - written[j][l]) != tokens - written[j][l]:
+                        return False
+        offset[i] = sum(shift.values())
+    return True
+
+
+def _undominated(states):
+    """The states no other state beats in both tokens written and total: only they can end dearest."""
+    kept, most = [], -math.inf
+    for state in sorted(states, key=lambda s: (-s[0], -s[1], s[2])):
+        if state[1] > most:
+            kept.append(state)
+            most = state[1]
+    return kept
+
+
+def _alone(block, within, unary, pairs, chosen, totals) -> float:
+    """Each decision at its costliest branch alone, reading the most of each decision it reads."""
+    most: dict[tuple[int, int, int], float] = defaultdict(float)
+    for i, k, j, _, _, _, amount in pairs:
+        most[i, k, j] = max(most[i, k, j], amount)
+    total = 0.0
+    for i, (decision, branches) in enumerate(block):
+        totals[decision] = {b: unary[i][k] + sum(a for (r, m, _), a in most.items() if (r, m) == (i, k)) for k, b in enumerate(branches)}
+        chosen[decision] = max(branches, key=lambda b: totals[decision][b])
+        total += totals[decision][chosen[decision]]
+    return total
+
+
+def _record(block, unary, pairs, picks, chosen, totals) -> None:
+    """Each decision's branch in the dearest combination, and per branch its total there: its own
+    amounts and those it pays or is paid by the other decisions as they are."""
+    for i, (decision, branches) in enumerate(block):
+        chosen[decision] = branches[picks[i]]
+        totals[decision] = {b: unary[i][k] for k, b in enumerate(branches)}
+    for i, k, j, l, _, _, amount in pairs:
+        if picks[j] == l:
+            totals[block[i][0]][block[i][1][k]] += amount
+        if picks[i] == k:
+            totals[block[j][0]][block[j][1][l]] += amount

@@ -6,9 +6,10 @@ the slots named after `using` that have instances). Each of its step cards may
 name the slot that does the step (`"by"`, else the first seat) and the earlier
 steps it reads (`"reads"`, numbered from 1, else the step before). Step i runs on
 instance i mod count of its slot, so a step has one alternative per slot: the
-choice of seat is a decision (ir/alternatives.py) and the bound takes each
-step at its costliest seat. Its reads are the worst case over every card: every
-earlier step, whichever seat ran it. The answer is the formatter's, reading
+choice of seat is a decision (ir/alternatives.py) and the bound takes the
+steps' seats at their costliest combination (`Both` there: a step pays to read
+what the seats before it wrote). Its reads are the worst case over every card:
+every earlier step, as its seat in that combination wrote it. The answer is the formatter's, reading
 every step, when the formatter slot has an instance; otherwise the last step's.
 """
 
@@ -71,3 +72,9 @@ def seat_step(decision: str) -> tuple[str, int] | None:
     """(planner call id, step) of a `seat_decision` id; None for a route's (a router call id)."""
     plan, dot, step = decision.rpartition(".seat")
     return (plan, int(step)) if dot and step.isdigit() else None
+
+
+def same_plan(*decisions: str) -> bool:
+    """Are these all step-seat decisions of one dynamic plan?"""
+    plans = {at[0] if at else None for at in map(seat_step, decisions)}
+    return len(plans) == 1 and None not in plans

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from bamasc.ir.tokens import list_tokens
 from bamasc.ir.alternatives import Choice, Path
+from bamasc.ir.dynamic import same_plan
 from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, seat_decision, walk
 from bamasc.program import Topology
 from bamasc.records import record, replace
@@ -85,9 +86,21 @@ class CallNode:
         and per branch, the largest of its options. Only the chosen branch's is read, so a bound
         counts each under its branch (ir/bounds.py): the route's worst branch then pays for what
         later calls read of it."""
+        return self._grouped_reads(by_branch, tokens, task_tokens)
+
+    def sibling_reads(self, tokens: Mapping[str, float], task_tokens: int) -> tuple[float, tuple[tuple[Path, float], ...]]:
+        """What of `tokens_read` depends on a decision beside this call's own: a dynamic step reading
+        an earlier step, each made on one of several seats. As `branch_reads`, the largest of such
+        groups, and per branch of the other decision the largest of its options; the pair (this
+        call's branch, that branch) pays it, so the worst case weighs both choices together."""
+        return self._grouped_reads(beside, tokens, task_tokens)
+
+    def _grouped_reads(self, grouping, tokens, task_tokens: int) -> tuple[float, tuple[tuple[Path, float], ...]]:
+        """Of the exclusive groups that `grouping` splits by branch: their largest options' tokens
+        together, and per branch the largest of its options."""
         largest, shares = 0.0, []
         for group in self.either:
-            branches = by_branch(group, self.alternative)
+            branches = grouping(group, self.alternative)
             if branches:
                 largest += largest_option(group, tokens, task_tokens)
                 shares += [(path, largest_option(options, tokens, task_tokens)) for path, options in branches.items()]
@@ -102,6 +115,25 @@ def by_branch(group: tuple[Option, ...], within: Path) -> dict[Path, tuple[Optio
     if not all(len(option.path) > depth and option.path[:depth] == within for option in group):
         return {}
     if len({option.path[depth][0] for option in group}) != 1:
+        return {}
+    branches: dict[Path, list[Option]] = {}
+    for option in group:
+        branches.setdefault(option.path, []).append(option)
+    return {path: tuple(options) for path, options in branches.items()}
+
+
+def beside(group: tuple[Option, ...], within: Path) -> dict[Path, tuple[Option, ...]]:
+    """The group's options by branch, if they all lie in the seats of another step of the dynamic
+    plan whose step's seat is the innermost decision of `within`; else {}. (A route read inside
+    another route's branch is not paired: its bound takes the largest branch, as the MILP does.)"""
+    if not within:
+        return {}
+    outer, (own, _) = within[:-1], within[-1]
+    depth = len(outer)
+    if not all(len(option.path) == depth + 1 and option.path[:depth] == outer for option in group):
+        return {}
+    others = {option.path[depth][0] for option in group}
+    if len(others) != 1 or own in others or not same_plan(own, *others):
         return {}
     branches: dict[Path, list[Option]] = {}
     for option in group:

@@ -179,7 +179,10 @@ def route_lines(template: TemplatePlan) -> list[str]:
         title = f"Route {decision.id} (one branch runs; the bound takes the costliest; fallback {fallback}):"
         step = seat_step(decision.id)
         if step:
-            title = f"Step {step[1] + 1} of the dynamic plan {step[0]} (its card names one seat; the bound takes the costliest):"
+            title = (
+                f"Step {step[1] + 1} of the dynamic plan {step[0]} (its card names one seat; each seat's bound counts"
+                " what later steps pay to read it, their seats as in the costliest cards, which the bound takes):"
+            )
         lines += ["", title]
         rows = [
             [("* " if b.name == decision.worst_case_branch else "  ") + b.name, str(len(b.nodes)), f"{b.cost:.1f}",

@@ -153,9 +153,9 @@ CARDS_EXPECT = "cards:"
 
 def expectations(decisions) -> dict[str, str]:
     """What each router and dynamic planner call expects, by call id, from a plan's decisions:
-    `branch_expect` for a router; for a planner, `cards:` and per step its costliest seat, `:` and
+    `branch_expect` for a router; for a planner, `cards:` and per step its seat in the costliest cards, `:` and
     its seats as declared, steps apart by `|`. Only the offline fake reads them (its worst case
-    gives every step to its costliest seat)."""
+    gives every step that seat)."""
     from bamasc.ir.dynamic import seat_step
 
     found = {}
@@ -173,7 +173,7 @@ def expectations(decisions) -> dict[str, str]:
 
 
 def expected_seats(expect: str) -> list[tuple[str, list[str]]] | None:
-    """Per step of a dynamic planner's expect, its costliest seat and its seats; None for any other expect."""
+    """Per step of a dynamic planner's expect, its seat in the costliest cards and its seats; None for any other expect."""
     if not expect.startswith(CARDS_EXPECT):
         return None
     steps = [step.partition(":") for step in expect[len(CARDS_EXPECT):].split("|")]

@@ -38,7 +38,7 @@ class FakeProvider:
 
     mode "echo" gives a short reply shaped by the prompt; "verbose" gives the
     worst case (critics reject, planners emit every step that fits, routers name
-    the costliest branch, dynamic planners give each step to its costliest seat
+    the costliest branch, dynamic planners give each step its seat in the costliest cards
     and have it read every step before it) and pads that reply to exactly `max_tokens` tokens,
     the worst case the budget guard must survive. "random" draws every choice
     from the seed (critics approve or reject, planners emit one step or more,
@@ -201,7 +201,7 @@ def worst_case_reply(messages: list[Message], max_tokens: int, expect: str = "te
     asks = _asks(prompt, expect)
     if asks == "branch":
         return _naming(expected_branches(expect)[0])
-    if asks == "cards":  # every step on its costliest seat, reading every step before it
+    if asks == "cards":  # every step on its seat in the costliest cards, reading every step before it
         steps = [(i, dearest, list(range(1, i + 1))) for i, (dearest, _) in enumerate(expected_seats(expect))]
         return _longest_first(_cards(steps, max_tokens), max_tokens)
     if asks == "verdict":
