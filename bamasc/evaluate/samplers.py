@@ -66,14 +66,40 @@ def in_ranges(items: list, ranges: tuple[tuple[int, int], ...], id_of) -> list:
     range must be in the file (SampleError names the missing ones)."""
     if not ranges:
         return list(items)
-    present = {int(key) for key in map(id_of, items) if str(key).isdigit()}
-    missing = sorted({n for low, high in ranges for n in range(low, high + 1)} - present)
+    merged = _merged(ranges)
+    present = {int(key) for key in map(str, map(id_of, items)) if key.isdigit()}
+    inside = sorted(n for n in present if any(low <= n <= high for low, high in merged))
+    # Counted, not listed: a range may be far larger than any file (1-1000000000).
+    missing = sum(high - low + 1 for low, high in merged) - len(inside)
     if missing:
-        shown = ", ".join(map(str, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise SampleError(f"{len(missing)} id{'s' if len(missing) > 1 else ''} of the ranges "
-                          f"{','.join(f'{a}-{b}' for a, b in ranges)} not in the dataset: {shown}")
+        raise SampleError(f"{missing} id{'s' if missing > 1 else ''} of the ranges "
+                          f"{','.join(f'{a}-{b}' for a, b in ranges)} not in the dataset: {_first_missing(merged, inside)}")
     return [item for item in items
-            if str(id_of(item)).isdigit() and any(low <= int(id_of(item)) <= high for low, high in ranges)]
+            if str(id_of(item)).isdigit() and any(low <= int(id_of(item)) <= high for low, high in merged)]
+
+
+def _merged(ranges) -> list[tuple[int, int]]:
+    """Overlapping or touching ranges joined, in order."""
+    out: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if out and low <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], high))
+        else:
+            out.append((low, high))
+    return out
+
+
+def _first_missing(merged, inside: list[int], shown: int = 5) -> str:
+    """The first few ids of the ranges that the file lacks, and how many more there are."""
+    present, found, total = set(inside), [], sum(high - low + 1 for low, high in merged) - len(inside)
+    for low, high in merged:
+        n = low
+        while n <= high and len(found) < shown:
+            if n not in present:
+                found.append(n)
+            n += 1
+    more = total - len(found)
+    return ", ".join(map(str, found)) + (f" and {more} more" if more else "")
 
 
 def shuffled(items: list, seed: int) -> list:

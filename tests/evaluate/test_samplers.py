@@ -163,6 +163,10 @@ def test_id_ranges_keep_file_order_and_every_id_must_be_there():
     assert [item.id for item in in_ranges(items, ((11, 13), (601, 601)), lambda item: item.id)] == ["11", "12", "13", "601"]
     with pytest.raises(SampleError, match=r"495 ids of the ranges 11-510 not in the dataset: 16, 17, 18, 19, 20 and 490 more"):
         in_ranges(items, ((11, 510),), lambda item: item.id)
+    # Overlapping ranges keep an item once; a range far larger than any file is counted, never listed.
+    assert [item.id for item in in_ranges(items, ((11, 12), (12, 13), (11, 11)), lambda item: item.id)] == ["11", "12", "13"]
+    with pytest.raises(SampleError, match=r"999999999994 ids of the ranges 1-1000000000000 not in the dataset: 1, 2,"):
+        in_ranges(items, ((1, 10**12),), lambda item: item.id)
     # Ranges first, then the sample, drawn from what they kept.
     kept = select(items, Sampling(size=2, seed=1, ids=((11, 15),)))
     assert len(kept) == 2 and {item.id for item in kept} <= {"11", "12", "13", "14", "15"}
