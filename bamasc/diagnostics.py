@@ -57,6 +57,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM221": ("unpriceable-catalog-entry", "A catalogue entry has no per-token prices bamasc can bound (per character, per message, no output price)."),
     "BAM222": ("invalid-catalog-price", "A price is neither a block nor catalog(\"provider/model\") with one string."),
     "BAM223": ("invalid-price-tier", "A long_prompt price tier has no valid 'above' threshold."),
+    "BAM224": ("invalid-reward-weight", "A reward weight (task_weight, budget_weight) is negative."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),
@@ -155,8 +156,7 @@ class Sources:
         source = self.files.get(span.file)
         if source is None:
             return ""
-        # Lines end at '\n' alone, as the lexer counts them; str.splitlines would
-        # also break at '\f', '\x1c' or '\u2028' and show the wrong line.
+        # Lines end at '\n' alone, as the lexer counts them (str.splitlines also breaks at '\f' or '\u2028').
         lines = self._lines.get(span.file)
         if lines is None:
             lines = self._lines[span.file] = source.text.split("\n")

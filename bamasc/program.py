@@ -135,13 +135,17 @@ class Selection:
 
 @record
 class RewardConstants:
-    """The policy's reward (docs/policy.md): success or failure, minus overflow past the budget,
-    plus efficiency * (1 - cost/budget) on a success within it."""
+    """The policy's reward (docs/policy.md): task_weight * (success or failure) + budget_weight *
+    (efficiency * (1 - cost/budget) on a success within the budget, minus overflow past it);
+    `infeasible` for a template with no binding at the budget."""
 
     success: float = 1.0
     failure: float = -1.0
     overflow: float = 2.0
     efficiency: float = 0.5
+    infeasible: float | None = None  # None: the failure reward
+    task_weight: float = 1.0
+    budget_weight: float = 1.0
 
 
 DEFAULT_REWARD = RewardConstants()

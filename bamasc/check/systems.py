@@ -23,7 +23,8 @@ SYSTEM_ATTRIBUTES = (
     "models", "topologies", "budget", "budgets", "task_tokens",
     "min_agents", "answer", "select", "on_exhausted", "reward", "deadline",
 )
-REWARD_ATTRIBUTES = ("success", "failure", "overflow", "efficiency")
+REWARD_ATTRIBUTES = ("success", "failure", "overflow", "efficiency", "infeasible", "task_weight", "budget_weight")
+REWARD_WEIGHTS = ("task_weight", "budget_weight")
 
 
 def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
@@ -135,7 +136,7 @@ def _min_agents(attrs: Attributes, diagnostics) -> int:
 
 
 def _reward(attrs: Attributes, system: str, diagnostics) -> RewardConstants:
-    """The optional `reward { success = 1  failure = -1  overflow = 2  efficiency = 0.5 }` block: plain numbers."""
+    """The optional `reward { success = 1  failure = -1  overflow = 2  efficiency = 0.5 ... }` block: plain numbers."""
     block = attrs.block("reward")
     if block is None:
         return DEFAULT_REWARD
@@ -158,6 +159,12 @@ def _reward(attrs: Attributes, system: str, diagnostics) -> RewardConstants:
                     number.span,
                     hint=LIMITS_HINT,
                 )
+            )
+            continue
+        if name in REWARD_WEIGHTS and number.value < 0:
+            diagnostics.append(
+                error("BAM224", f"reward '{name}' is {shown(number.text)}: a weight multiplies its term and may not "
+                      "be negative", number.span, hint=f"write {name} = 0 to leave the term out")
             )
             continue
         values[name] = float(number.value)

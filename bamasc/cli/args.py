@@ -28,6 +28,10 @@ def positive(text: str) -> int:
     return _number(text, int, lambda value: value >= 1, "a whole number of at least 1")
 
 
+def whole(text: str) -> int:
+    return _number(text, int, lambda value: value >= 0, "a whole number of at least 0")
+
+
 def seconds(text: str) -> float:
     return _number(text, float, lambda value: 0 < value <= 3600, "seconds above 0 (at most 3600)")
 

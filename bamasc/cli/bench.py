@@ -23,6 +23,8 @@ def add_parser(commands) -> None:
                        help="dataset format and scorer (default: from the system's `answer`)")
     bench.add_argument("--split", choices=scoring.SPLITS, help=scoring.SPLIT_HELP)
     bench.add_argument("--limit", type=cli_args.positive, metavar="N", help="the first N items only")
+    scoring.add_sampling_options(bench)
+    bench.add_argument("--scorer", choices=scoring.SCORERS, help=scoring.SCORER_HELP)
     cli_args.add_run_options(bench, "--concurrency", concurrency="tasks run at once (default 8)")
     bench.add_argument("-o", "--output", metavar="JSON", help="write the results here")
     bench.add_argument("--plot", metavar="PNG", help="draw mean cost against accuracy here")
@@ -62,18 +64,23 @@ def run(args) -> int:
     if kind is None:
         output.usage(report, f"system '{system}' answers with `{declared.answer}`, which no scorer reads; give --kind")
         return report.return_code
+    from bamasc.evaluate.scorers import scorer_for
+
     try:
         for name in args.baseline:
             check_baseline(program, name)
-    except BenchError as problem:
+        scorer_for(kind, args.scorer)
+    except (BenchError, ValueError) as problem:
         output.usage(report, problem)
         return report.return_code
     budgets = args.budgets or list(declared.budgets) or [declared.budget]
     dataset = scoring.load_dataset(report, args.dataset, kind, args.split, args.skip_bad_rows)
     if dataset is None:
         return report.return_code
-    if args.limit is not None:
-        dataset.items = dataset.items[: args.limit]
+    kept = scoring.sampled(report, dataset.items, args)
+    if kept is None:
+        return report.return_code
+    dataset.items = kept[: args.limit] if args.limit is not None else kept
     if not dataset.items:
         output.usage(report, f"{args.dataset} holds no items to run")
         return report.return_code
@@ -104,7 +111,7 @@ def run(args) -> int:
         limits = Limits(wall_time=args.code_timeout)
         # Saved after every budget and baseline: an interruption keeps the runs already done.
         data = bench(args.file, dataset, system, budgets, tuple(args.baseline), options, workers, limits, progress,
-                     save if args.output else None, isolation)
+                     save if args.output else None, isolation, args.scorer)
     except (ProviderError, ValueError) as problem:
         output.failure(report, problem)
         return report.return_code

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from bamasc.cli import args as cli_args
-from bamasc.cli import inputs, output
+from bamasc.cli import inputs, output, scoring
 from bamasc.cli.report import Report
 
 
@@ -21,6 +21,8 @@ def add_parser(commands) -> None:
                          help="budgets in µ$ (default: the system's `budgets`, else its `budget`)")
     cli_args.add_run_options(collect, "--concurrency", "--fake", "--cassette", "--record")
     collect.add_argument("--trace", metavar="JSONL", help="append one line per call and per run here")
+    scoring.add_sampling_options(collect)
+    collect.add_argument("--scorer", choices=scoring.SCORERS, help=scoring.SCORER_HELP)
     cli_args.add_run_options(collect, "--skip-bad-rows", "--timeout", "--retries", "--total-budget",
                              total_budget="µ$ (or $) for the whole collect, rows already in the output included: a run "
                                           "starts only if its budget fits in what is left; the others are left out")
@@ -34,6 +36,14 @@ def run(args) -> int:
     system = inputs.checked_system(report, args.file, args.system)
     if system is None:
         return report.return_code
+    if args.scorer is not None:
+        from bamasc.evaluate.scorers import answer_kind_dataset, scorer_for
+
+        try:
+            scorer_for(answer_kind_dataset(system.answer) or "text", args.scorer)
+        except ValueError as problem:
+            output.usage(report, f"{problem} (system '{system.name}' answers with `{system.answer}`)")
+            return report.return_code
     budgets = args.budgets or sorted(set(system.budgets or ((system.budget,) if system.budget else ())))
     if not budgets:
         output.usage(report, f"system '{system.name}' declares no budget; give --budgets")
@@ -42,6 +52,7 @@ def run(args) -> int:
     if plans is None:
         return report.return_code
     import asyncio
+    import functools
 
     from bamasc.evaluate.scorers import score
     from bamasc.policy.data import CollectOptions, OfflineDataError, collect, read_scored_tasks
@@ -49,6 +60,8 @@ def run(args) -> int:
     from bamasc.runtime.providers.base import ProviderError
 
     tasks = inputs.rows(report, read_scored_tasks, args.dataset, args.skip_bad_rows, DatasetError)
+    if tasks is not None:
+        tasks = scoring.sampled(report, tasks, args, "tasks")
     if tasks is None:
         return report.return_code
     options = CollectOptions(
@@ -62,7 +75,8 @@ def run(args) -> int:
     )
     progress = output.ProgressBar()
     try:
-        summary = asyncio.run(collect(plans, system.name, system.topologies, tasks, args.output, options, progress, score))
+        scorer = functools.partial(score, scorer=args.scorer) if args.scorer else score
+        summary = asyncio.run(collect(plans, system.name, system.topologies, tasks, args.output, options, progress, scorer))
     except (OfflineDataError, ProviderError, ValueError) as problem:
         progress.close()
         output.failure(report, problem)

@@ -15,6 +15,8 @@ def add_parser(commands) -> None:
                        help="one object a line: `id` or `task_id` (else the line number) and `prediction`")
     score.add_argument("-o", "--output", metavar="JSONL", help="write one verdict a line here")
     score.add_argument("--split", choices=scoring.SPLITS, help=scoring.SPLIT_HELP)
+    scoring.add_sampling_options(score)
+    score.add_argument("--scorer", choices=scoring.SCORERS, help=scoring.SCORER_HELP)
     score.add_argument("--concurrency", type=cli_args.positive, default=2, metavar="N",
                        help="MBPP programs run at once (default 2)")
     score.add_argument("--skip-bad-rows", action="store_true", help="report malformed rows and go on")
@@ -30,8 +32,18 @@ def run(args) -> int:
         return report.return_code
     if args.output and not inputs.writable(report, args.output, "the verdicts"):
         return report.return_code
+    from bamasc.evaluate.scorers import scorer_for
+
+    try:
+        scorer_for(args.kind, args.scorer)
+    except ValueError as problem:
+        output.usage(report, problem)
+        return report.return_code
     dataset = scoring.load_dataset(report, args.dataset, args.kind, args.split, args.skip_bad_rows)
     if dataset is None:
+        return report.return_code
+    items = scoring.sampled(report, dataset.items, args)
+    if items is None:
         return report.return_code
     from bamasc.evaluate.predictions import PredictionError, read_predictions
     from bamasc.evaluate.sandbox import Limits
@@ -44,16 +56,17 @@ def run(args) -> int:
     unknown = [key for key in predictions if key not in known]
     if unknown:
         output.warning(f"{counted(len(unknown), 'prediction')} with an id the dataset does not have (first: {unknown[0]!r})")
-    missing = sum(item.id not in predictions for item in dataset.items)
+    # Predictions for items the sampling options left out are not scored, and not unknown either.
+    missing = sum(item.id not in predictions for item in items)
     if missing:
         output.warning(f"no prediction for {counted(missing, 'item')}: scored as wrong")
-    pairs = [(item, predictions.get(item.id)) for item in dataset.items]
+    pairs = [(item, predictions.get(item.id)) for item in items]
     isolation = scoring.isolation(report, args, args.kind)
     if isolation is None:
         return report.return_code
     # scoring.isolation has checked the sandbox can run here: score_items refuses nothing more.
     verdicts = score_items(args.kind, pairs, Limits(wall_time=args.code_timeout), concurrency=args.concurrency,
-                           isolation=isolation)
+                           isolation=isolation, scorer=args.scorer)
     if args.output:
         _write_verdicts(verdicts, args.output)
         print(f"verdicts written to {args.output}")

@@ -1,8 +1,9 @@
-"""What `bench` and `score` share: dataset kinds, the sandbox options, loading a published dataset."""
+"""What `bench`, `score` and `collect` share: dataset kinds, scorers, samplers, the sandbox options, loading a dataset."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 from bamasc.cli import args as cli_args
 from bamasc.cli import output
@@ -11,6 +12,9 @@ from bamasc.cli.report import Report
 # bamasc.evaluate.datasets.KINDS and its MBPP splits, repeated so that building a parser imports no dataset code.
 KINDS = ("gsm8k", "mbpp", "math")
 SPLITS = ("prompt", "test", "validation", "train")
+# bamasc.evaluate.scorers.SCORERS, for the same reason.
+SCORERS = ("gsm8k", "math", "math-strict", "mbpp")
+SCORER_HELP = "score with this scorer (default: the dataset kind's own; math-strict: MATH, Hendrycks' string equality)"
 SPLIT_HELP = "MBPP: keep only this split's task ids (test: 11-510)"
 DATASET_HELP = "GSM8K/MBPP/MATH file (or MATH folder) as published"
 UNSAFE_HOOKS_HELP = ("MBPP: where no jail can be built, run candidates under Python audit hooks only "
@@ -61,3 +65,37 @@ def load_dataset(report: Report, path: str, kind: str, split, skip_bad: bool):
     for problem in dataset.problems:
         output.warning(f"skipped {problem}")
     return dataset
+
+
+def add_sampling_options(parser) -> None:
+    """--ids, --sample, --seed, --stratify: a reproducible subset of the tasks (docs/paper.md, "Samplers")."""
+    parser.add_argument("--ids", metavar="A-B[,C-D]",
+                        help="keep only these task ids, inclusive ranges (MBPP test: 11-510); every one must be there")
+    parser.add_argument("--sample", type=cli_args.positive, metavar="N",
+                        help="N tasks drawn without replacement: the first N of a seeded shuffle")
+    parser.add_argument("--seed", type=cli_args.whole, metavar="S",
+                        help="the shuffle's seed (default 42; 888 with --stratify)")
+    parser.add_argument("--stratify", metavar="FIELD",
+                        help="with --sample: draw N in proportion to FIELD's values (MATH: level)")
+
+
+def sampled(report: Report, items: list, args, what: str = "items"):
+    """The items the sampling options keep (all of them without any), noted on standard error;
+    None once a bad option or a dataset that cannot satisfy it is reported."""
+    if args.sample is None:
+        for name in ("seed", "stratify"):
+            if getattr(args, name) is not None:
+                output.usage(report, f"--{name} applies to a sample: give --sample N")
+                return None
+        if args.ids is None:
+            return items
+    from bamasc.evaluate.samplers import SampleError, Sampling, parse_ids, select
+
+    try:
+        sampling = Sampling(args.sample, args.seed, args.stratify, parse_ids(args.ids) if args.ids else ())
+        kept = select(items, sampling)
+    except SampleError as problem:
+        output.usage(report, problem)
+        return None
+    print(f"kept {len(kept)} of {len(items)} {what} ({sampling.describe()})", file=sys.stderr)
+    return kept

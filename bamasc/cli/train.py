@@ -11,7 +11,7 @@ from bamasc.cli import args as cli_args
 from bamasc.cli import inputs, output
 from bamasc.cli.report import Report
 
-REWARDS = ("success", "failure", "overflow", "efficiency")
+REWARDS = ("success", "failure", "overflow", "efficiency", "infeasible", "task_weight", "budget_weight")
 
 
 def add_parser(commands) -> None:
@@ -40,7 +40,7 @@ def add_parser(commands) -> None:
     train.add_argument("--cache", metavar="DIR", help="embedding cache folder (default: ~/.cache/bamasc)")
     for name in REWARDS:
         train.add_argument(
-            f"--reward-{name}", type=cli_args.finite, metavar="X", help=f"reward constant '{name}' (default: the system's)"
+            f"--reward-{name.replace('_', '-')}", type=cli_args.finite, metavar="X", help=f"reward constant '{name}' (default: the system's)"
         )
     train.set_defaults(run=run)
 
@@ -74,6 +74,10 @@ def run(args) -> int:
 
     overrides = {name: getattr(args, f"reward_{name}") for name in REWARDS}
     reward = Reward(**{**as_dict(system.reward), **{k: v for k, v in overrides.items() if v is not None}})
+    for name in ("task_weight", "budget_weight"):
+        if getattr(reward, name) < 0:  # as the reward block refuses one (BAM224)
+            output.usage(report, f"--reward-{name.replace('_', '-')} may not be negative: a weight multiplies its term")
+            return report.return_code
     given = {
         name: getattr(args, name)
         for name in ("hidden", "learning_rate", "epochs", "batch_size", "entropy", "seed", "holdout", "validation",

@@ -52,9 +52,11 @@ def bench(
     progress=None,
     save=None,
     isolation: str = "namespaces",
+    scorer: str | None = None,
 ) -> dict:
     """Run `system` at every budget and each baseline at its own budget on every item of `dataset`;
-    MBPP programs run `code_concurrency` at a time under `code_limits` (a sandbox.Limits).
+    MBPP programs run `code_concurrency` at a time under `code_limits` (a sandbox.Limits);
+    `scorer` names another scorer for the dataset's kind (scorers.SCORERS).
     After each run, `progress(run)` hears of it and `save(data)` gets the results so far."""
     options = options or ExecOptions()
     runs: list[dict] = []
@@ -68,7 +70,8 @@ def bench(
     }
     plan = [(budget, system, False) for budget in budgets] + [(None, name, True) for name in baselines]
     for budget, name, baseline in plan:
-        runs.append(_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits, isolation))
+        runs.append(_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits, isolation,
+                         scorer))
         if progress is not None:
             progress(runs[-1])
         if save is not None:
@@ -89,7 +92,7 @@ def write_results(data: dict, path: str) -> None:
 
 
 def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, code_concurrency, code_limits,
-         isolation: str = "namespaces") -> dict:
+         isolation: str = "namespaces", scorer: str | None = None) -> dict:
     from bamasc.plan.compile import compile_file
 
     compiled = compile_file(path, system=system, budget=budget)
@@ -118,7 +121,7 @@ def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, c
     results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, system, tasks, options))
     answers = {result.task_id: result for result in results}
     pairs = [(item, answers[item.id].answer) for item in dataset.items]
-    verdicts = score_items(dataset.kind, pairs, code_limits, code_concurrency, isolation)
+    verdicts = score_items(dataset.kind, pairs, code_limits, code_concurrency, isolation, scorer)
     bound = max((result.bound for result in results), default=template.worst_case_cost)
     return dict(row, template=template.name, models=sorted({s.model for s in template.binding}),
                 bound=round(bound, 6), **summarize(dataset, results, verdicts))

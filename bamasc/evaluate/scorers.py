@@ -4,19 +4,20 @@ A prediction may be the model's whole output or an answer already extracted
 by the system's `answer` kind: extraction is applied again and leaves an
 extracted answer as it is.
 
-MATH answers are compared as strings after the normalisation the MATH
-benchmark's own scorer uses (fractions, `\\left`/`\\right`, units, degrees,
-percent and dollar signs, spaces, `0.5` for `\\frac{1}{2}`, `a/b` for
-`\\frac{a}{b}`); when the strings differ, a second try reads both as
-expressions with sympy and compares their values. That reading accepts only
-numbers, single-letter variables and a short list of functions and constants,
-so sympy never evaluates arbitrary text.
+MATH answers are compared as strings after a normalisation wider than the
+MATH benchmark's own (fractions, `\\left`/`\\right`, units, degrees, percent
+and dollar signs, spaces, `0.5` for `\\frac{1}{2}`, `a/b` for `\\frac{a}{b}`);
+when the strings differ, sympy compares their values, reading only numbers,
+single-letter variables and a short list of functions and constants, so it
+never evaluates arbitrary text. The scorer `math-strict` (math_strict.py) is
+the benchmark's own check, string equality alone.
 """
 
 from __future__ import annotations
 
 import re
 
+from bamasc.evaluate.math_strict import strict_math_equal
 from bamasc.records import record
 from bamasc.runtime.extract import extract_code, extract_number, last_boxed, matching_brace
 
@@ -353,11 +354,22 @@ def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "names
 # ---------------------------------------------------------------- every kind
 
 
-def score_items(kind: str, pairs, limits=None, concurrency: int = 2, isolation: str = "namespaces") -> list[Verdict]:
+SCORERS = ("gsm8k", "math", "math-strict", "mbpp")
+
+
+def scorer_for(kind: str, scorer: str | None) -> str:
+    """The scorer of a `kind` dataset: its own, unless `scorer` names another that reads that kind."""
+    if scorer in (None, kind) or (kind, scorer) == ("math", "math-strict"):
+        return scorer or kind
+    raise ValueError(f"the scorer {scorer!r} does not read {kind} datasets")
+
+
+def score_items(kind: str, pairs, limits=None, concurrency=2, isolation="namespaces", scorer=None) -> list[Verdict]:
     """Verdicts for (item, prediction) pairs of a `kind` dataset, in order; a None prediction is wrong."""
+    scorer = scorer_for(kind, scorer)
     if kind == "mbpp":
         return score_code(pairs, limits, concurrency, isolation)
-    compare = {"gsm8k": number_equal, "math": math_equal}[kind]
+    compare = {"gsm8k": number_equal, "math": math_equal, "math-strict": strict_math_equal}[scorer]
     verdicts = []
     for item, prediction in pairs:
         if prediction is None:
@@ -369,9 +381,9 @@ def score_items(kind: str, pairs, limits=None, concurrency: int = 2, isolation: 
     return verdicts
 
 
-def score(answer_kind: str, output: str | None, row: dict) -> bool:
-    """Is `output` right for one dataset `row`? The system's `answer` kind picks the scorer
-    (number: GSM8K, boxed: MATH, code: MBPP in the sandbox); `bamasc collect` calls this."""
+def score(answer_kind: str, output: str | None, row: dict, scorer: str | None = None) -> bool:
+    """Is `output` right for one dataset `row`? The system's `answer` kind picks the dataset and its scorer
+    (number: GSM8K, boxed: MATH, code: MBPP in the sandbox), `scorer` another for it; `collect` calls this."""
     from bamasc.evaluate.datasets import item_from_row
 
     kind = answer_kind_dataset(answer_kind)
@@ -380,7 +392,7 @@ def score(answer_kind: str, output: str | None, row: dict) -> bool:
         if not isinstance(reference, str):
             raise ValueError("a text answer is scored against the row's 'answer' field, which this row lacks")
         return output is not None and " ".join(output.split()) == " ".join(reference.split())
-    return score_items(kind, [(item_from_row(kind, row), output)])[0].correct
+    return score_items(kind, [(item_from_row(kind, row), output)], scorer=scorer)[0].correct
 
 
 def answer_kind_dataset(answer: str) -> str | None:

@@ -37,15 +37,16 @@ def estimated_value(table, samples: np.ndarray, choices: np.ndarray) -> float:
 def outcome_metrics(table, states: np.ndarray, choices: np.ndarray) -> dict:
     """Mean reward, success rate and mean cost of running `choices[i]` on `states[i]`.
 
-    A choice that is infeasible at its budget cannot run: it counts as a
-    failure at no cost. A feasible choice the data has no row for is left out.
+    A choice that is infeasible at its budget cannot run: it earns the reward's
+    `infeasible` constant (the failure reward unless set), at no cost and no
+    success. A feasible choice the data has no row for is left out.
     """
     feasible = table.feasible[states, choices]
     observed = table.observed[states, choices]
     keep = observed | ~feasible
     if not keep.any():
         return {"reward": None, "success_rate": None, "mean_cost": None, "states": 0}
-    reward = np.where(feasible, table.outcome_reward[states, choices], table.reward.failure)[keep]
+    reward = np.where(feasible, table.outcome_reward[states, choices], table.reward.infeasible_reward())[keep]
     success = (table.outcome_success[states, choices] & feasible)[keep]
     cost = np.where(feasible, table.outcome_cost[states, choices], 0.0)[keep]
     return {

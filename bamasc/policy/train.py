@@ -46,13 +46,19 @@ OBJECTIVES = ("weighted", "naive")
 
 @dataclass(frozen=True)
 class Reward:
-    """R = success or failure, minus overflow when cost > budget,
-    plus efficiency * (1 - cost/budget) on a success within budget."""
+    """R = w_task * (success or failure) + w_budget * (efficiency * (1 - cost/budget) on a success
+    within budget, or -overflow when cost > budget); an infeasible template's R is `infeasible`."""
 
     success: float = 1.0  # C_succ: reward of a correct answer
     failure: float = -1.0  # -C_fail: reward of a wrong or missing answer (a negative number)
     overflow: float = 2.0  # C_overflow: subtracted when a task spent more than its budget
     efficiency: float = 0.5  # g: a success within budget also earns g * (1 - cost / budget)
+    infeasible: float | None = None  # a template with no binding at the budget; None: the failure reward
+    task_weight: float = 1.0  # w_task: multiplies the success or failure term
+    budget_weight: float = 1.0  # w_budget: multiplies the efficiency or overflow term
+
+    def infeasible_reward(self) -> float:
+        return self.failure if self.infeasible is None else self.infeasible
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,9 @@ def rewards(success, cost, budget, reward: Reward) -> np.ndarray:
     cost = np.asarray(cost, dtype=np.float64)
     budget = np.asarray(budget, dtype=np.float64)
     over = cost > budget
-    value = np.where(success, reward.success, reward.failure) - np.where(over, reward.overflow, 0.0)
-    value = value + np.where(success & ~over, reward.efficiency * (1.0 - cost / budget), 0.0)
-    return value.astype(np.float32)
+    task = np.where(success, reward.success, reward.failure)
+    spend = np.where(over, -reward.overflow, np.where(success, reward.efficiency * (1.0 - cost / budget), 0.0))
+    return (reward.task_weight * task + reward.budget_weight * spend).astype(np.float32)
 
 
 # ---------------------------------------------------------------- the table

@@ -65,7 +65,8 @@ def test_train_reports_heldout_metrics_and_writes_checkpoint_and_metadata(traine
     assert meta["embedding_model"] == "hashed-words-384"
     assert meta["budget_scale"] == 2000.0  # the largest of gsm8k's budgets
     # The .bam reward block, with the command line's overflow on top.
-    assert meta["reward"] == {"success": 1.0, "failure": -1.0, "overflow": 3.0, "efficiency": 0.25}
+    assert meta["reward"] == {"success": 1.0, "failure": -1.0, "overflow": 3.0, "efficiency": 0.25,
+                              "infeasible": None, "task_weight": 1.0, "budget_weight": 1.0}
     assert meta["data_sha256"] == file_sha256(trained["rows"])
     heldout = meta["heldout"]
     assert set(heldout) == {"policy", "oracle", "fixed"} and set(heldout["fixed"]) == set(meta["templates"])

@@ -19,6 +19,10 @@ from tests.runtime.test_interpreter import Collect
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POLICY = RetryPolicy(max_attempts=1, base_delay=0.01, max_delay=0.05, jitter=0.0, timeout=2.0)
 TASK = "Tom has 40 apples and buys 2 more. How many does he have?"
+# Words of each baseline role's prompt: the user proxy, the SOP roles, the ChatDev phases.
+BASELINE_ROLES = ("reply TERMINATE", "fixing what the user found wrong", "As product manager", "As architect",
+                  "As engineer", "As QA engineer", "As CEO", "As CTO", "As programmer", "Review the last answer",
+                  "As tester")
 
 
 def _local_copy(tmp_path, dataset: str, base_url: str) -> str:
@@ -78,4 +82,8 @@ def test_every_request_of_the_paper_kit_has_temperature_zero(dataset, method, op
     roles = {"step cards" in json.dumps(b["messages"]) for b in bodies} | {"CONCLUSION" in json.dumps(b["messages"]) for b in bodies}
     assert roles == {True, False}
     assert len(bodies) >= 8
+    # The -style baselines' roles spoke too (docs/paper.md, "Baselines").
+    prompts = [json.dumps(body["messages"]) for body in bodies]
+    for marker in BASELINE_ROLES:
+        assert any(marker in prompt for prompt in prompts), marker
     assert all(body.get("temperature") == 0 for body in bodies), [b.get("temperature") for b in bodies]
