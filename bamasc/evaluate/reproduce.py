@@ -26,6 +26,9 @@ from bamasc.rows import drop_torn_line, lines, parse_lines
 
 MANIFEST = "manifest.json"
 CELLS = os.path.join("bench", "cells.jsonl")
+# What a changed pinned field means, for the refusal to resume another run's folder.
+PINNED_WORDS = {"setup": "settings (budgets, systems, training)", "sources_sha256": "sources", "tasks": "tasks",
+                "train_tasks": "training tasks", "providers": "providers"}
 # Calls to these cost no money, whatever prices the file declares for them.
 OFFLINE_PROVIDERS = frozenset({"fake", "llamacpp", "replay"})
 
@@ -117,7 +120,7 @@ class Reproduction:
         for field, value in pinned.items():
             if found.get("pinned", {}).get(field) != value:
                 raise ReproduceError(
-                    f"{self.out_dir} holds a reproduction with other {field.replace('_', ' ')}; "
+                    f"{self.out_dir} holds a reproduction with other {PINNED_WORDS[field]}; "
                     "give another --output folder, or remove it to start again"
                 )
 
@@ -234,7 +237,7 @@ class Reproduction:
         topologies = self.program.systems[system].topologies
         summary = asyncio.run(collect(plans, system, topologies, self.train_tasks, self.rows_path(system), options,
                                       None, score))
-        self._mark(stage, {"rows": summary.written + summary.skipped, "successes_this_run": summary.successes})
+        self._mark(stage, {"rows": summary.written + summary.skipped})
         self.tell(f"collect {system}: {summary.written} rows written, {summary.skipped} already there")
 
     def train(self, system: str) -> None:
@@ -297,7 +300,10 @@ class Reproduction:
         for index, cell in enumerate(self.cells, 1):
             if cell.key in finished:
                 continue
-            checkpoint = self.checkpoint(cell.system) if self._by_policy(cell) and cell.system in self.setup.learned else None
+            # The policy trained here selects for its policy row, and for every row of a system that
+            # declares `select = policy(...)` (its greedy row too).
+            selects = cell.method == "policy" or self.program.systems[cell.system].select.kind == "policy"
+            checkpoint = self.checkpoint(cell.system) if selects and cell.system in self.setup.learned else None
             try:
                 result = bench_run(self.setup.path, self.dataset, cell.system, cell.budget, options,
                                    code_concurrency=self.code_concurrency, code_limits=self.code_limits,

@@ -152,6 +152,20 @@ def test_a_rerun_of_a_finished_reproduction_runs_nothing_and_writes_the_same_tab
     assert (out / "bench" / "cells.jsonl").read_text() == lines_before
 
 
+def test_a_system_that_selects_by_policy_selects_with_the_one_trained_here(write_bam, tmp_path, capsys):
+    # Its own checkpoint does not exist: the rows must come from the policy trained into the folder.
+    text = open(TINY, encoding="utf-8").read().replace(
+        "  budgets     = [500, 900]\n", '  budgets     = [500, 900]\n  select      = policy("policies/missing.msgpack")\n'
+    )
+    out = tmp_path / "out"
+    assert main(reproduce(write_bam(text, "learned.bam"), out, "--fake", "echo", "--systems", "tiny_bamasc")) == 0
+    capsys.readouterr()
+    rows = table(out)["rows"]
+    assert [row["row"] for row in rows] == ["tiny_bamasc"] * 2 + ["tiny_bamasc (greedy)"] * 2  # no second policy row
+    assert (out / "train" / "tiny_bamasc.msgpack").exists() and not (tmp_path / "policies").exists()
+    assert all(cell["by_policy"] == (cell["label"] == "tiny_bamasc") for cell in cells(out))
+
+
 # ---------------------------------------------------------------- killed and resumed
 
 
@@ -346,7 +360,7 @@ def test_an_output_folder_of_another_reproduction_is_refused(tmp_path, capsys):
     assert main(reproduce(TINY, out, "--fake", "echo", "--systems", "tiny_solo", "--budgets", "900")) == 0
     capsys.readouterr()
     assert main(reproduce(TINY, out, "--fake", "echo", "--systems", "tiny_solo", "--budgets", "500")) == 2
-    assert "holds a reproduction with other setup" in one_error(capsys)
+    assert "holds a reproduction with other settings (budgets, systems, training)" in one_error(capsys)
     assert len(cells(out)) == 1
 
 
