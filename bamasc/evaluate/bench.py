@@ -70,8 +70,8 @@ def bench(
     }
     plan = [(budget, system, False) for budget in budgets] + [(None, name, True) for name in baselines]
     for budget, name, baseline in plan:
-        runs.append(_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits, isolation,
-                         scorer))
+        runs.append(bench_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits, isolation,
+                              scorer=scorer))
         if progress is not None:
             progress(runs[-1])
         if save is not None:
@@ -91,11 +91,15 @@ def write_results(data: dict, path: str) -> None:
     os.replace(temporary, path)
 
 
-def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, code_concurrency, code_limits,
-         isolation: str = "namespaces", scorer: str | None = None) -> dict:
+def bench_run(path, dataset: Dataset, system: str, budget, options, baseline: bool = False, code_concurrency: int = 2,
+              code_limits=None, isolation: str = "namespaces", method: str = "lexicographic",
+              checkpoint: str | None = None, scorer: str | None = None) -> dict:
+    """One run of the benchmark: `system` compiled at `budget` (None: its own) with `method`, every item
+    run and scored (by `scorer`, or the dataset kind's own). `checkpoint` selects the template per task
+    with that policy instead of the system's `select`."""
     from bamasc.plan.compile import compile_file
 
-    compiled = compile_file(path, system=system, budget=budget)
+    compiled = compile_file(path, system=system, budget=budget, method=method)
     declared = compiled.program.systems[system].budget if compiled.program is not None else None
     row = {
         "system": system,
@@ -108,13 +112,13 @@ def _run(path, dataset: Dataset, system: str, budget, options, baseline: bool, c
         return dict(row, error="; ".join(reasons) or "no plan")
     plan = compiled.plan.system(system)
     template = plan.template(plan.selection["selected"])
-    if plan.selection["rule"] == "policy" and options.selector is None:
-        # As `bamasc exec` does: the system's policy picks a template per task.
+    if checkpoint is not None or (plan.selection["rule"] == "policy" and options.selector is None):
+        # As `bamasc exec` does: the system's policy (or the one given) picks a template per task.
         from bamasc.policy.errors import PolicyError
         from bamasc.policy.select import selector_for
 
         try:
-            options = replace(options, selector=selector_for(plan, compiled.program))
+            options = replace(options, selector=selector_for(plan, compiled.program, checkpoint=checkpoint))
         except PolicyError as problem:  # a missing or mismatched checkpoint: the command reports it
             raise BenchError(str(problem)) from None
     tasks = [Task(item.id, item.prompt) for item in dataset.items]

@@ -67,10 +67,11 @@ def feasibility(system_plan) -> dict[str, bool]:
     return {template.name: template.feasible for template in system_plan.templates}
 
 
-def selector_for(system_plan, program, cache_dir: str | None = None):
-    """For a system that selects by policy: a function from task texts to template names."""
+def selector_for(system_plan, program, cache_dir: str | None = None, checkpoint: str | None = None):
+    """For a system that selects by policy (or any system, given a `checkpoint` trained for it):
+    a function from task texts to template names."""
     names = [template.name for template in system_plan.templates]
-    selector = PolicySelector.load(policy_path(system_plan, program), names, cache_dir)
+    selector = PolicySelector.load(checkpoint or policy_path(system_plan, program), names, cache_dir)
     feasible = feasibility(system_plan)
 
     def choose(texts: list[str]) -> list[str]:

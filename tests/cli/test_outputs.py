@@ -131,7 +131,7 @@ def test_an_existing_output_keeps_its_contents_until_written(capsys, tmp_path, p
 def test_bench_keeps_the_runs_done_when_interrupted(capsys, tmp_path, monkeypatch):
     from bamasc.evaluate import bench as bench_module
 
-    real_run = bench_module._run
+    real_run = bench_module.bench_run
     calls = []
 
     def run_then_interrupt(*args, **kwargs):
@@ -140,7 +140,7 @@ def test_bench_keeps_the_runs_done_when_interrupted(capsys, tmp_path, monkeypatc
             raise KeyboardInterrupt
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(bench_module, "_run", run_then_interrupt)
+    monkeypatch.setattr(bench_module, "bench_run", run_then_interrupt)
     results = tmp_path / "results.json"
     code = main(["bench", GSM8K, "--dataset", DATASET, "--budgets", "500,1625", "--fake", "echo", "-o", str(results)])
     err = capsys.readouterr().err

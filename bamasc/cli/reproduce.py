@@ -1,0 +1,207 @@
+"""`bamasc reproduce`: the paper kit's collect, train and bench over a file's systems and budgets, resumably, into one folder."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from bamasc.cli import args as cli_args
+from bamasc.cli import inputs, output, scoring
+from bamasc.cli.report import Report
+
+DEFAULT_CONFIRM_ABOVE = 1.0  # USD
+
+
+def names(text: str) -> list[str]:
+    """Comma-separated system names; `none` for none."""
+    found = [part.strip() for part in text.split(",") if part.strip()]
+    if not found:
+        raise argparse.ArgumentTypeError("need system names separated by commas, or none")
+    return [] if found == ["none"] else found
+
+
+def dollars(text: str) -> float:
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1e9:  # NaN too
+        raise argparse.ArgumentTypeError(f"need a dollar amount of 0 or more, like 1 or $0.50, not {text!r}")
+    return value
+
+
+def add_parser(commands) -> None:
+    reproduce = commands.add_parser(
+        "reproduce", help="the paper's table: collect, train and bench every system at its budgets"
+    )
+    reproduce.add_argument("file", metavar="FILE")
+    reproduce.add_argument("--dataset", required=True, metavar="D", help="the tasks every row is benchmarked on "
+                           "(" + scoring.DATASET_HELP + ")")
+    reproduce.add_argument("-o", "--output", required=True, metavar="DIR",
+                           help="every stage's outputs, the manifest, the table and the plot go here; "
+                                "the same command with the same DIR resumes")
+    reproduce.add_argument("--train-dataset", metavar="JSONL",
+                           help="tasks with references that `collect` runs to train the policies (default: --dataset)")
+    reproduce.add_argument("--budgets", type=cli_args.budget_set, metavar="B,B,...",
+                           help="µ$ budgets of every row (default: the `budgets` the systems declare)")
+    reproduce.add_argument("--systems", type=names, metavar="NAME,...", help="the systems to run (default: every one)")
+    reproduce.add_argument("--learn", type=names, metavar="NAME,...|none",
+                           help="systems to train a policy for, each with a row selecting by it "
+                                "(default: every system with more than one template)")
+    reproduce.add_argument("--greedy", type=names, metavar="NAME,...|none",
+                           help="systems with a row of the greedy ablation (default: those named *_bamasc)")
+    reproduce.add_argument("--paper-cost", type=names, metavar="NAME,...|none",
+                           help="systems bound with the reference's cost model (default: those named *_reference)")
+    reproduce.add_argument("--kind", choices=scoring.KINDS,
+                           help="dataset format and scorer (default: from the systems' `answer`)")
+    reproduce.add_argument("--split", choices=scoring.SPLITS, help=scoring.SPLIT_HELP)
+    reproduce.add_argument("--limit", type=cli_args.positive, metavar="N", help="the first N tasks of each dataset only")
+    reproduce.add_argument("--embedding", choices=("minilm", "hashed"), default="minilm",
+                           help="the policies' task embedding (as for `train`)")
+    reproduce.add_argument("--epochs", type=cli_args.positive, help="the most training epochs (default 100)")
+    reproduce.add_argument("--seed", type=int, default=0, help="training and sampling seed (default 0)")
+    reproduce.add_argument("--yes", action="store_true", help="spend above --confirm-above without asking")
+    reproduce.add_argument("--confirm-above", type=dollars, default=DEFAULT_CONFIRM_ABOVE, metavar="USD",
+                           help=f"ask before spending more than this many dollars (default {DEFAULT_CONFIRM_ABOVE:g})")
+    cli_args.add_run_options(reproduce, "--concurrency", "--fake", "--cassette", "--record", "--skip-bad-rows",
+                             "--timeout", "--retries", concurrency="tasks run at once (default 8)")
+    scoring.add_sandbox_options(reproduce)
+    reproduce.set_defaults(run=run)
+
+
+def run(args) -> int:
+    report = Report()
+    for path in (args.file, args.train_dataset) + (() if args.record else (args.cassette,)):
+        if path is not None and not os.path.isfile(path):
+            output.usage(report, f"no such file: {path}")
+    if args.record and args.cassette is None:
+        output.usage(report, "--record needs --cassette: the file to record the calls to")
+    if report.usage_errors:
+        return report.return_code
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        output.usage(report, f"cannot write the reproduction to {args.output}: it is not a folder")
+        return report.return_code
+    program = _program(report, args.file)
+    if program is None:
+        return report.return_code
+    from bamasc.evaluate.reproduce import Providers, Reproduction, ReproduceError, choose
+
+    try:
+        setup = choose(program, args.file, args.kind, args.budgets, args.systems, args.learn, args.greedy,
+                       args.paper_cost, embedding=args.embedding, epochs=args.epochs, seed=args.seed)
+    except ReproduceError as problem:
+        output.usage(report, problem)
+        return report.return_code
+    dataset = scoring.load_dataset(report, args.dataset, setup.kind, args.split, args.skip_bad_rows)
+    if dataset is None:
+        return report.return_code
+    dataset.items = dataset.items[: args.limit] if args.limit else dataset.items
+    if not dataset.items:
+        output.usage(report, f"{args.dataset} holds no tasks to run")
+        return report.return_code
+    train_tasks = _train_tasks(report, args, setup)
+    if train_tasks is None:
+        return report.return_code
+    isolation = scoring.isolation(report, args, setup.kind)
+    if isolation is None:
+        return report.return_code
+    from bamasc.evaluate.sandbox import Limits
+
+    providers = Providers(args.fake, args.cassette, args.record, args.concurrency, cli_args.retry_policy(args))
+    code = (max(1, min(args.concurrency, os.cpu_count() or 1)), Limits(wall_time=args.code_timeout), isolation)
+    reproduction = Reproduction(setup, program, args.output, dataset, train_tasks, providers, code,
+                                tell=lambda message: print(message, file=sys.stderr))
+    try:
+        reproduction.check()
+        estimate = reproduction.estimate()
+    except ReproduceError as problem:
+        output.usage(report, problem)
+        return report.return_code
+    print(_estimate_text(estimate, len(reproduction.cells)))
+    if not _confirmed(report, args, estimate):
+        return report.return_code
+    return _run(report, args, reproduction)
+
+
+def _program(report: Report, path: str):
+    from bamasc.plan.compile import check_file
+
+    program, found, sources = check_file(path)
+    report.add(found)
+    output.diagnostics(found, sources)
+    return program
+
+
+def _train_tasks(report: Report, args, setup):
+    """The tasks collect runs: none when no policy is trained."""
+    if not setup.learned:
+        return []
+    from bamasc.policy.data import read_scored_tasks
+    from bamasc.runtime.execute import DatasetError
+
+    path = args.train_dataset or args.dataset
+    if not os.path.isfile(path):
+        output.usage(report, f"collect reads a JSONL file of tasks, and {path} is a folder; give --train-dataset")
+        return None
+    if args.train_dataset is None:
+        output.warning("the policies are trained on the tasks they are benchmarked on; "
+                       "give --train-dataset for a separate training set")
+    tasks = inputs.rows(report, read_scored_tasks, path, args.skip_bad_rows, DatasetError)
+    if tasks is not None and args.limit:
+        tasks = tasks[: args.limit]
+    return tasks
+
+
+def _estimate_text(estimate, cells: int) -> str:
+    done = cells - estimate.cells
+    resumed = f"; {done} of {cells} cells already done" if done else ""
+    head = (f"estimate: at most {estimate.bound:,.1f} µ$ (${estimate.bound / 1e6:,.4f}) for {estimate.runs} task runs "
+            f"in {estimate.cells} bench cells and the collect runs still to do{resumed}")
+    if estimate.offline:
+        return head + ("\n  an upper bound at the file's prices; no call here costs money "
+                       "(the fake provider, a cassette played back, or local models), so nothing is spent")
+    return head + "\n  an upper bound: every run at its plan's proven worst case, capped at its budget"
+
+
+def _confirmed(report: Report, args, estimate) -> bool:
+    usd = estimate.bound / 1e6
+    if estimate.offline or args.yes or usd <= args.confirm_above:
+        return True
+    if not sys.stdin.isatty():
+        output.failure(report, f"the estimate (${usd:,.4f}) is above --confirm-above ${args.confirm_above:g} and there "
+                               "is no terminal to ask on; give --yes to spend it. Nothing was spent")
+        return False
+    print(f"spend up to ${usd:,.4f}? [y/N] ", end="", flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    if answer in ("y", "yes"):
+        return True
+    output.failure(report, "not confirmed; nothing was spent")
+    return False
+
+
+def _run(report: Report, args, reproduction) -> int:
+    from bamasc.evaluate.paper_table import markdown, table_data, write_table
+    from bamasc.evaluate.plots import plot_reproduction
+    from bamasc.evaluate.reproduce import ReproduceError
+    from bamasc.runtime.providers.base import ProviderError
+
+    try:
+        results = reproduction.run()
+    except (ReproduceError, ProviderError, ValueError) as problem:
+        output.failure(report, problem)
+        return report.return_code
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: every finished stage and cell is in {args.output}; the same command resumes",
+              file=sys.stderr)
+        report.failed()
+        return report.return_code
+    data = table_data(reproduction.setup, results)
+    written = write_table(data, args.output)
+    plots = [os.path.join(args.output, name) for name in ("plot.png", "plot.svg")]
+    plot_reproduction(data, plots)
+    print(markdown(data), end="")
+    print(f"table written to {', '.join(written)}; plot to {', '.join(plots)}")
+    if any(row["overruns"] for row in data["rows"]):
+        report.failed()
+    return report.return_code
