@@ -66,7 +66,9 @@ def test_every_system_of_the_file_and_the_greedy_ablation_get_a_row_at_every_bud
     out, _ = paper_run
     rows = table(out)["rows"]
     labels = ["gsm8k_reference", "gsm8k_reference (policy)", "gsm8k_bamasc", "gsm8k_bamasc (policy)",
-              "gsm8k_bamasc (greedy)"]
+              "gsm8k_bamasc (greedy)"] + [
+        f"gsm8k_{style}_style_{model}" for style in ("autogen", "metagpt", "chatdev") for model in ("deepseek", "gpt41_nano")
+    ]
     assert [(row["row"], row["budget"]) for row in rows] == [(label, b) for label in labels for b in (875.0, 1625.0)]
     binders = {row["row"]: row["binder"] for row in rows}
     assert binders["gsm8k_reference"] == binders["gsm8k_reference (policy)"] == "paper"
@@ -86,6 +88,10 @@ def test_the_table_holds_what_the_cells_measured(paper_run):
     assert len(by_cell) == len(data["rows"])  # one line per cell: none lost, none twice
     for row in data["rows"]:
         cell = by_cell[(row["row"], row["budget"])]
+        if "items" not in cell:  # a baseline whose one shape does not fit this budget: a row, marked so
+            assert not row["feasible"] and "_style_deepseek" in row["row"] and row["budget"] == 875.0
+            assert row["mean_cost"] is None
+            continue
         costs = [item["cost"] for item in cell["items"]]
         assert row["tasks"] == 3 == len(costs)
         assert row["accuracy"] == pytest.approx(sum(item["correct"] for item in cell["items"]) / 3)
@@ -108,7 +114,7 @@ def test_the_table_holds_what_the_cells_measured(paper_run):
         in markdown
     with open(out / "table.csv", encoding="utf-8", newline="") as handle:
         written = list(csv.DictReader(handle))
-    assert [(line["row"], float(line["budget"]), float(line["mean_cost"])) for line in written] == [
+    assert [(line["row"], float(line["budget"]), float(line["mean_cost"]) if line["mean_cost"] else None) for line in written] == [
         (row["row"], row["budget"], row["mean_cost"]) for row in data["rows"]
     ]
     assert written[3]["paper_accuracy"] == "0.953" and written[0]["paper_accuracy"] == ""
@@ -129,12 +135,12 @@ def test_the_plot_draws_one_series_per_row_and_the_published_point(paper_run):
 
 def test_the_offline_estimate_is_an_upper_bound_on_what_the_run_spent(paper_run):
     out, stdout = paper_run
-    found = re.search(r"estimate: at most ([\d,.]+) µ\$ \(\$[\d.]+\) for (\d+) task runs in 10 bench cells", stdout)
+    found = re.search(r"estimate: at most ([\d,.]+) µ\$ \(\$[\d.]+\) for (\d+) task runs in 22 bench cells", stdout)
     assert found and "nothing is spent" in stdout
     bound, runs = float(found.group(1).replace(",", "")), int(found.group(2))
     collected = [json.loads(line) for system in ("gsm8k_reference", "gsm8k_bamasc")
                  for line in (out / "collect" / f"{system}.jsonl").read_text().splitlines()]
-    benched = [item for cell in cells(out) for item in cell["items"]]
+    benched = [item for cell in cells(out) for item in cell.get("items", ())]
     spent = sum(row["cost"] for row in collected) + sum(item["cost"] for item in benched)
     assert 0 < spent <= bound
     assert runs == sum(row["feasible"] for row in collected) + len(benched)
@@ -146,7 +152,7 @@ def test_a_rerun_of_a_finished_reproduction_runs_nothing_and_writes_the_same_tab
     lines_before = (out / "bench" / "cells.jsonl").read_text()
     assert main(reproduce(GSM8K, out, "--budgets", "875,1625", "--fake", "echo")) == 0
     captured = capsys.readouterr()
-    assert "for 0 task runs in 0 bench cells" in captured.out and "10 of 10 cells already done" in captured.out
+    assert "for 0 task runs in 0 bench cells" in captured.out and "22 of 22 cells already done" in captured.out
     assert "collect gsm8k_bamasc: done before" in captured.err and "train gsm8k_bamasc: done before" in captured.err
     assert (out / "table.json").read_text() == before
     assert (out / "bench" / "cells.jsonl").read_text() == lines_before
