@@ -29,7 +29,7 @@ def add_parser(commands) -> None:
     train.add_argument("--objective", choices=("weighted", "naive"),
                        help="weighted: importance-weighted REINFORCE (the default); naive: -log pi * R, the reference's")
     train.add_argument("--validation", type=cli_args.share,
-                       help="share of the training task ids that choose the epoch; 0: no early stopping (default 0.2)")
+                       help="share of the training task ids that choose the epoch; 0: no early stopping (default 0.25)")
     train.add_argument("--patience", type=cli_args.positive,
                        help="epochs without a better validation reward before stopping (default 10)")
     train.add_argument("--learning-rate", type=cli_args.finite, help="Adam step size (default 0.001)")

@@ -71,7 +71,7 @@ class TrainConfig:
     entropy: float = 0.25  # beta, in reward units (success - failure): keeps every template learnable
     seed: int = 0  # parameter initialisation, batch order and the held-out and validation splits
     holdout: float = 0.2  # share of task ids held out for the report (0: none)
-    validation: float = 0.2  # share of the training task ids that pick the epoch (0: none, train every epoch)
+    validation: float = 0.25  # share of the training task ids that pick the epoch (0: none, train every epoch)
     patience: int = 10  # epochs without a better validation reward before training stops
     objective: str = "weighted"  # "weighted" (importance-weighted, bounded) or "naive" (-log pi * R, the reference's)
     budget_features: str = "steps"  # how the budget enters the network (model.BUDGET_FEATURES)
