@@ -129,11 +129,16 @@ def brute_force(program, budget: float) -> tuple | None:
         for n in range(slot.lo, slot.hi + 1):
             choices += [tuple((s, k, m) for k, m in enumerate(pick)) for pick in itertools.combinations_with_replacement(strength, n)]
         per_slot.append(choices)
+    unrolls, idle = {}, {}
     for parts in itertools.product(*per_slot):
         seats = tuple(seat for part in parts for seat in part)
         counts = {slot.name: len(part) for slot, part in zip(topology.slots, parts)}
-        unrolled = unroll(topology, counts)
-        if has_idle_seat(unrolled, counts):
+        key = tuple(counts.values())
+        if key not in unrolls:  # the unroll depends on the counts alone
+            unrolls[key] = unroll(topology, counts)
+            idle[key] = has_idle_seat(unrolls[key], counts)
+        unrolled = unrolls[key]
+        if idle[key]:
             continue
         if [v for v in violations(order, seats) if v != "budget"]:
             continue
