@@ -13,6 +13,7 @@ import os
 
 from bamasc.records import record
 from bamasc.rows import RowError, decode_text, parse_json, parse_line, parse_lines, skip_space
+from bamasc.runtime.execute import mbpp_prompt
 from bamasc.runtime.extract import last_boxed
 
 KINDS = ("gsm8k", "mbpp", "math")
@@ -266,11 +267,6 @@ def _gsm8k_item(row: dict, default_id: str, source: str) -> Item:
 
 
 # ---------------------------------------------------------------- MBPP
-
-
-def mbpp_prompt(text: str, tests: tuple[str, ...]) -> str:
-    """The MBPP paper's prompt: the description, then the tests the code must pass (they name the function)."""
-    return f"{text.strip()}\nYour code should pass these tests:\n\n" + "\n".join(tests)
 
 
 def _mbpp_item(row: dict, default_id: str, source: str) -> Item:

@@ -101,9 +101,23 @@ def task_reader(check_duplicates: bool = True):
             if task_id in seen:
                 raise DatasetError(f"{where}: duplicate task id {task_id!r}")
             seen.add(task_id)
-        return Task(task_id, row[field])
+        return Task(task_id, task_text(row, field))
 
     return read
+
+
+def task_text(row: dict, field: str) -> str:
+    """The text a task asks: the row's text field, and for an MBPP row (a `test_list` of strings)
+    its tests after it, which name the function the code must define, as `bench` asks it."""
+    tests = row.get("test_list")
+    if field in ("text", "prompt") and isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests):
+        return mbpp_prompt(row[field], tuple(tests))
+    return row[field]
+
+
+def mbpp_prompt(text: str, tests: tuple[str, ...]) -> str:
+    """The MBPP paper's prompt: the description, then the tests the code must pass (they name the function)."""
+    return f"{text.strip()}\nYour code should pass these tests:\n\n" + "\n".join(tests)
 
 
 class DatasetStream:

@@ -111,3 +111,19 @@ def test_unknown_kinds_and_splits_are_refused():
         load(fixture("gsm8k.jsonl"), "humaneval")
     with pytest.raises(ValueError, match="MBPP only"):
         load(fixture("gsm8k.jsonl"), "gsm8k", split="test")
+
+
+def test_exec_and_collect_ask_an_mbpp_task_as_bench_does():
+    """An MBPP row's description alone does not name the function its tests call: `exec` and
+    `collect` (and so a policy trained on collected rows) must ask what `bench` asks."""
+    from bamasc.policy.data import read_scored_tasks
+
+    path = os.path.join(FIXTURES, "mbpp.jsonl")
+    benched = {item.id: item.prompt for item in load(path, "mbpp").items}
+    collected, _ = read_scored_tasks(path)
+    assert collected and {task.id: task.text for task in collected} == benched
+    assert all("Your code should pass these tests:" in text and "assert " in text for text in benched.values())
+    # A GSM8K row is asked as written.
+    gsm8k = os.path.join(FIXTURES, "gsm8k.jsonl")
+    questions = {item.id: item.prompt for item in load(gsm8k, "gsm8k").items}
+    assert {task.id: task.text for task in read_scored_tasks(gsm8k)[0]} == questions
