@@ -1,8 +1,8 @@
 """Compile time of a dynamic plan of 6 steps over 4 slots beside a static template of the same size.
 
-    python benchmarks/bench_dynamic.py [--runs 11] [--steps 6] [--slots 4]
+    python benchmarks/bench_dynamic.py [--runs 11] [--steps 6] [--slots 4] [--most 2]
 
-Both templates have a [1..1] planner and `--slots` seat slots of [1..2]
+Both templates have a [1..1] planner and `--slots` seat slots of [1..`--most`]
 instances (roles with different output caps), on a pool of three models. The
 dynamic plan lets each of its `--steps` steps run on any seat slot, reading
 any earlier steps (the binder prices a step at its costliest slot, each read
@@ -37,12 +37,12 @@ role Planner { max_output = 300  reads = plan  prompt = "Plan {{task}} for {{sea
 """
 
 
-def sources(steps: int, slots: int) -> tuple[str, str]:
+def sources(steps: int, slots: int, most: int = 2) -> tuple[str, str]:
     roles = "".join(
         f'role R{k} {{ max_output = {60 + 40 * k}  prompt = "Do {{{{step?}}}} of {{{{plan?}}}}: {{{{task}}}} {{{{previous?}}}}{{{{steps?}}}}" }}\n'
         for k in range(slots)
     )
-    head = "topology t {\n  slot planner : Planner [1..1]\n" + "".join(f"  slot s{k} : R{k} [1..2]\n" for k in range(slots))
+    head = "topology t {\n  slot planner : Planner [1..1]\n" + "".join(f"  slot s{k} : R{k} [1..{most}]\n" for k in range(slots))
     seats = ", ".join(f"s{k}" for k in range(slots))
     dynamic = head + f"  flow {{\n    answer plan planner(task) using {seats} max_steps {steps} dynamic\n  }}\n}}\n"
     chains = "".join(f"    v{k} = chain s{k}(task, steps)\n" for k in range(1, slots - 1))
@@ -78,10 +78,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--most", type=int, default=2, help="instances a seat slot may have (1: seats never rotate)")
     args = parser.parse_args()
     print("| steps | slots | template | calls in the bound | median ms | worst case µ$ |")
     print("|---:|---:|---|---:|---:|---:|")
-    for name, source in zip(("dynamic", "static"), sources(args.steps, args.slots)):
+    for name, source in zip(("dynamic", "static"), sources(args.steps, args.slots, args.most)):
         ms, bound, calls = timed(source, args.runs)
         print(f"| {args.steps} | {args.slots} | {name} | {calls} | {ms:.1f} | {bound:.1f} |", flush=True)
 
