@@ -92,13 +92,17 @@ def worst_case(amounts: Iterable[tuple[Path | Both, float]], choices: Iterable[C
         if decision in chosen:
             continue
         block = _block(decision, within, found, both)
-        if len(block) == 1:
-            totals[decision] = {branch: at.get(within + ((decision, branch),), 0.0) for branch in branches}
-            best = max(branches, key=lambda branch: totals[decision][branch])  # max keeps the first of equals
-            chosen[decision] = best
-            at[within] += totals[decision][best]
-        else:
-            at[within] += _joint(block, within, at, [(k, a) for k, a in both if k.reader[:-1] == within], chosen, totals)
+        paired = [(key, amount) for key, amount in both if key.reader[:-1] == within]
+        joint_total = _joint(block, within, at, paired, chosen, totals) if len(block) > 1 else None
+        if joint_total is not None:
+            at[within] += joint_total
+            continue
+        _fold(at, paired)  # not of the form `_joint` needs: each decision alone, which is safe
+        for member, member_branches in block:
+            totals[member] = {branch: at.get(within + ((member, branch),), 0.0) for branch in member_branches}
+            best = max(member_branches, key=lambda branch: totals[member][branch])  # max keeps the first of equals
+            chosen[member] = best
+            at[within] += totals[member][best]
     return Worst(at.get((), 0.0), chosen, totals)
 
 
@@ -123,17 +127,18 @@ def _block(decision: str, within: Path, found, both) -> list[tuple[str, tuple[st
         for other in linked[todo.pop()] - seen:
             seen.add(other)
             todo.append(other)
-    order = [entry[1] for entry in found]
-    return sorted(((d, b) for w, d, b in found if w == within and d in seen), key=lambda entry: order.index(entry[0]))
+    order = {entry[1]: n for n, entry in enumerate(found)}
+    return sorted(((d, b) for w, d, b in found if w == within and d in seen), key=lambda entry: order[entry[0]])
 
 
-def _joint(block, within: Path, at, both, chosen, totals) -> float:
+def _joint(block, within: Path, at, both, chosen, totals) -> float | None:
     """The block's worst case over every combination of its branches: a dynamic plan's steps, each
     reading every earlier one, so what step i pays to read them is its rate times the tokens they
     wrote together. Steps in order, each kept combination carries (tokens written so far, total):
     one that has written no more and costs no more than another cannot end dearer, so only the
     others are kept (exact, and few). Records each decision's branch in the dearest combination,
-    and per branch its total with the other decisions as they are there."""
+    and per branch its total with the other decisions as they are there. None, recording nothing,
+    where the amounts are not of that form."""
     size = len(block)
     index = {decision: i for i, (decision, _) in enumerate(block)}
     unary = [[at.get(within + ((d, b),), 0.0) for b in branches] for d, branches in block]
@@ -146,7 +151,7 @@ def _joint(block, within: Path, at, both, chosen, totals) -> float:
         j, l = index[key.writer[-1][0]], block[index[key.writer[-1][0]]][1].index(key.writer[-1][1])
         pairs.append((i, k, j, l, key.rate, key.tokens, amount))
     if not _product_form(pairs, size, [len(b) for _, b in block], rate, written, offset):
-        return _alone(block, within, unary, pairs, chosen, totals)
+        return None
     front = [(0.0, 0.0, ())]  # (tokens written, total, branches so far)
     for i in range(size):
         grown = []
@@ -195,19 +200,6 @@ def _undominated(states):
             kept.append(state)
             most = state[1]
     return kept
-
-
-def _alone(block, within, unary, pairs, chosen, totals) -> float:
-    """Each decision at its costliest branch alone, reading the most of each decision it reads."""
-    most: dict[tuple[int, int, int], float] = defaultdict(float)
-    for i, k, j, _, _, _, amount in pairs:
-        most[i, k, j] = max(most[i, k, j], amount)
-    total = 0.0
-    for i, (decision, branches) in enumerate(block):
-        totals[decision] = {b: unary[i][k] + sum(a for (r, m, _), a in most.items() if (r, m) == (i, k)) for k, b in enumerate(branches)}
-        chosen[decision] = max(branches, key=lambda b: totals[decision][b])
-        total += totals[decision][chosen[decision]]
-    return total
 
 
 def _record(block, unary, pairs, picks, chosen, totals) -> None:
