@@ -206,7 +206,7 @@ def scaled_row(row: MilpRow) -> MilpRow:
 def tier_weights(problem: SeatProblem) -> tuple[int, ...]:
     """The paper's weights per tier level, strongest first: W_i = 1 + Σ_{j>i} W_j·⌊B/c_j⌋.
 
-    c_j is the cheapest seat of tier j, so ⌊B/c_j⌋ bounds how many tier-j seats the
+    c_j is the cheapest seat of tier j (`SeatProblem.least_seat_cost`), so ⌊B/c_j⌋ bounds how many tier-j seats the
     budget buys; the weakest tier weighs 1. Where that bound is undefined (a free
     seat, or no budget) the number of seats the template allows is used instead.
     Raises ValueError when the weighted objective could exceed 2**53, where
@@ -217,11 +217,10 @@ def tier_weights(problem: SeatProblem) -> tuple[int, ...]:
     for tier in levels:
         cheapest = min(
             (
-                c
+                problem.least_seat_cost(s, m)
                 for s in range(len(problem.slot_names))
-                for row in problem.cost[s]
-                for m, c in enumerate(row)
-                if problem.tiers[m] == tier
+                for m in range(len(problem.tiers))
+                if problem.tiers[m] == tier and problem.hi[s] > 0
             ),
             default=math.inf,
         )

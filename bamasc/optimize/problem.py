@@ -59,6 +59,10 @@ class SeatProblem:
     min_agents: int = 0  # fewest seats in total
     budget: float  # µ$; math.inf means no budget row
     excluded: tuple[tuple[Seat, ...], ...] = ()  # full bindings that must not be returned
+    # [slot][model]: the least a seat of the slot costs on the model in any count vector, where
+    # `cost` holds one vector's costs for a problem that spans many (a template's); () means
+    # `cost` is that least (see `least_seat_cost`).
+    floor: tuple[tuple[float, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.quality:
@@ -75,6 +79,12 @@ class SeatProblem:
     def capacity(self) -> int:
         """The most seats any binding can have."""
         return sum(self.hi)
+
+    def least_seat_cost(self, slot: int, model: int) -> float:
+        """The least any seat of `slot` on `model` costs: what bounds how many such seats a budget buys."""
+        if self.floor:
+            return self.floor[slot][model]
+        return min((row[model] for row in self.cost[slot]), default=math.inf)
 
     def strength_order(self, slot: int) -> tuple[int, ...]:
         """Models for this slot, strongest first: tier, then quality, then cheaper, then index."""
@@ -105,6 +115,11 @@ def _validate(problem: SeatProblem) -> None:
         for row in problem.cost[s]:
             if len(row) != models or not all(math.isfinite(c) and c >= 0 for c in row):
                 raise ValueError(f"slot {problem.slot_names[s]!r}: costs are finite, >= 0, one per model")
+    if problem.floor and (
+        len(problem.floor) != slots
+        or any(len(row) != models or not all(math.isfinite(c) and c >= 0 for c in row) for row in problem.floor)
+    ):
+        raise ValueError("floor needs one row per slot of finite costs >= 0, one per model")
     for row in problem.require:
         for slot, tier, _ in row.terms:
             # A tier no model has is allowed: it counts zero seats.
