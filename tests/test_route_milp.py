@@ -18,7 +18,7 @@ import pytest
 from bamasc.ir.alternatives import worst_case
 from bamasc.ir.bounds import call_bounds, cost_amounts
 from bamasc.ir.unroll import unroll
-from bamasc.optimize import bind
+from bamasc.optimize import bind, exact
 from tests.test_template_milp import assert_binds_like_brute_force, load, objective
 
 ROLES = '''
@@ -138,6 +138,7 @@ def test_route_bindings_at_growing_budgets(tmp_path, monkeypatch, seed):
     program = load(tmp_path, source)
     system = program.systems["s"]
     monkeypatch.setattr(bind, "ENUMERATE_UP_TO", rng.choice([0, 64]))
+    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", rng.choice([0, 1000]))
     previous = None
     for budget in sorted(rng.sample(range(100, 8000), 5)):
         binding = bind.bind_template(program, system, "t", float(budget))

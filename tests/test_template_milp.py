@@ -17,7 +17,7 @@ import pytest
 
 from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.unroll import unroll
-from bamasc.optimize import bind
+from bamasc.optimize import bind, exact
 from bamasc.optimize.exact import has_idle_seat
 from bamasc.optimize.problem import violations
 from bamasc.plan.compile import check_file
@@ -171,14 +171,22 @@ def same(a, b) -> bool:
 
 def assert_binds_like_brute_force(program, source: str, monkeypatch) -> None:
     """The best binding at the system's budget, with every rotating slot enumerated (the default
-    for small templates) and with none (one MILP with count indicators), equals brute force."""
+    for small templates), with none (one MILP with count indicators), and with that MILP narrowed
+    to the tier counts before its last objectives (the default above 1,000 columns), equals brute
+    force."""
     system = program.systems["s"]
     truth = brute_force(program, system.budget)
+    defaults = bind.ENUMERATE_UP_TO, exact.SPLIT_FROM_COLUMNS
     enumerated = objective(bind.bind_template(program, system, "t", system.budget))
     monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
     one = objective(bind.bind_template(program, system, "t", system.budget))
+    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", 0)
+    narrowed = objective(bind.bind_template(program, system, "t", system.budget))
+    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", defaults[0])
+    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", defaults[1])
     assert same(enumerated, truth), (source, enumerated, truth)
     assert same(one, truth), (source, one, truth)
+    assert same(narrowed, truth), (source, narrowed, truth)
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -195,6 +203,7 @@ def test_a_larger_budget_never_loses_a_binding(tmp_path, monkeypatch, seed):
     program = load(tmp_path, source)
     system = program.systems["s"]
     monkeypatch.setattr(bind, "ENUMERATE_UP_TO", rng.choice([0, 64]))
+    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", rng.choice([0, 1000]))
     previous = None
     for budget in sorted(rng.sample(range(100, 8000), 5)):
         found = objective(bind.bind_template(program, system, "t", float(budget)))

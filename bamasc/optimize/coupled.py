@@ -35,6 +35,7 @@ class CoupledReads:
 
     value_seats: dict
     value_column: dict
+    couple_up_to: int  # COUPLE_UP_TO, or 0 where every read takes the R/Q form
     input_rates: dict  # (seat, model) -> the input rate its reads are billed at
 
     def coupled(self, seat, calls):
@@ -65,7 +66,7 @@ class CoupledReads:
             elif self.models(source):  # a seat past the slot's largest count makes no call
                 pairs[source] = n
         width = len(self.models(seat)) * sum(len(self.models(source)) for source in pairs if source != seat)
-        if width > COUPLE_UP_TO:
+        if width > self.couple_up_to:
             return calls.reads, calls.values, calls.either
         path = calls.alternative
         for j, m in self.models(seat):

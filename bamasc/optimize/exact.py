@@ -15,6 +15,7 @@ from bamasc.ir.latency import worst_case_latency
 from bamasc.ir.unroll import Unrolled, unroll
 from bamasc.optimize.errors import InexactWeights, SolverError
 from bamasc.optimize.formulation import (
+    MilpRow,
     QUALITY_TOLERANCE,
     Objective,
     ordered_objectives,
@@ -40,6 +41,18 @@ instance number) pays on small and mid-sized template MILPs: it took gsm8k's com
 while count indicators were used, and a `chain` of two [0..63] slots (753 columns, medium budget)
 from 648 to 146 ms. On large ones it costs far more than it saves: 20 slots x 50 models (3,000 seat
 columns) at a tight budget took 52 s with it and 4.4 s without (each objective's presolve ran 6-7 s)."""
+
+SPLIT_FROM_COLUMNS = 1000
+"""Lexicographic MILPs above this many columns are solved an objective at a time, each on a MILP
+narrowed to the tier counts found before it (`TemplateSolver._in_steps`)."""
+
+NARROW_PRESOLVE_UP_TO_COLUMNS = 1500
+"""Presolve on the MILP of the last objectives, with no sub-MIP heuristics (RINS, RENS, root
+reduced cost): the cost objective starts near its optimum there. On 20 slots x 50 models (about
+600 columns left) the cost objective of the medium parallel row took 0.67 s so, against 1.75 s
+with the heuristics and 9.4 s without presolve. The tier objectives keep presolve off above
+`PRESOLVE_UP_TO_COLUMNS`: with it on their narrowed MILPs (and the counts held by equalities),
+the medium parallel bind took 348 s."""
 
 COMBINE_UP_TO_COLUMNS = 1000
 """MILPs up to this many columns solve all objectives at once (`_combined`): two slots of [0..63]
@@ -118,9 +131,15 @@ class TemplateSolver:
         seconds = self.system.deadline if deadline else None
         for _ in range(MAX_CUTS + 1):
             model = build(problem, statements, self.pool, self.roles, seconds)
-            objectives = [scaled_objective(list(model.cost), 0.0)] if cheapest else self.objectives(problem, model)
-            self.solves += len(objectives)
-            values = optimise_columns(model.ilp, objectives, presolve=model.ilp.width <= PRESOLVE_UP_TO_COLUMNS)
+            if cheapest:
+                objectives = [scaled_objective(list(model.cost), 0.0)]
+            else:
+                objectives = self.objectives(problem, model)
+            if len(objectives) > 1 and self.method == "lexicographic" and model.ilp.width > SPLIT_FROM_COLUMNS:
+                model, values = self._in_steps(problem, statements, seconds, model)
+            else:
+                self.solves += len(objectives)
+                values = optimise_columns(model.ilp, objectives, presolve=model.ilp.width <= PRESOLVE_UP_TO_COLUMNS)
             if values is None:
                 return None
             seats = tuple(seat for seat, x in zip(model.ilp.seats, values) if x > 0.5)
@@ -140,6 +159,41 @@ class TemplateSolver:
             problem = replace(problem, excluded=(*problem.excluded, seats))
         raise SolverError(f"more than {MAX_CUTS} bindings came back just over the budget or the deadline")
 
+    def _in_steps(self, problem, statements, seconds, model):
+        """The tier objectives one at a time, then quality and cost, each on a MILP narrowed to the
+        tier counts found so far.
+
+        Every binding left after a tier's objective has exactly its count there (one more seat
+        would have scored higher), so a row holding the count at least there loses nothing (an
+        equality is no stronger, and made the medium chain row take 11 s instead of 0.7 s), and a
+        tier found with no seats needs none of its models: the MILP is built again without them
+        and the products of their reads. The last objectives (quality, cost) run on a MILP that
+        prices reads in the R/Q form instead: the products settle the tier objectives at the root
+        but only slow the cost objective down. On the medium parallel row of 20 slots x 50 models
+        the bind went from 3.9 s to 1.0 s (docs/benchmarks.md). Returns the MILP solved last and
+        its solution (None: infeasible).
+        """
+        known: dict[int, int] = {}
+        current = model
+        for position, tier in enumerate(problem.tier_levels):
+            objective = ordered_objectives(problem, current.ilp, "lexicographic", tie_break=False)[position]
+            self.solves += 1
+            values = optimise_columns(current.ilp, [objective], presolve=current.ilp.width <= PRESOLVE_UP_TO_COLUMNS)
+            if values is None:
+                return current, None
+            known[tier] = sum(x > 0.5 and problem.tiers[m] == tier for (_, _, m), x in zip(current.ilp.seats, values))
+            if known[tier] == 0 and position + 1 < len(problem.tier_levels):
+                current = build(problem, statements, self.pool, self.roles, seconds, tier_seats=known, coupled_reads=True)
+            else:
+                terms = [j for j, (_, _, m) in enumerate(current.ilp.seats) if problem.tiers[m] == tier]
+                row = MilpRow(f"tier[{tier}]", tuple(terms), (1.0,) * len(terms), known[tier], math.inf)
+                current = replace(current, ilp=replace(current.ilp, rows=(*current.ilp.rows, row)))
+        narrow = build(problem, statements, self.pool, self.roles, seconds, tier_seats=known)
+        rest = _after_tiers(problem, narrow, quality_follows_tiers(problem, model.ilp))
+        self.solves += len(rest)
+        presolve = narrow.ilp.width <= NARROW_PRESOLVE_UP_TO_COLUMNS
+        return narrow, optimise_columns(narrow.ilp, rest, presolve=presolve, sub_mips=False)
+
     def latency(self, found: Found) -> float:
         """The binding's worst-case latency on its graph (ir/latency.py), independently of the MILP."""
         model_of = {(self.topology.slots[s].name, k): self.pool[m] for s, k, m in found.seats}
@@ -153,10 +207,7 @@ class TemplateSolver:
             if combined is not None:
                 return [combined]
         tiers = ordered_objectives(problem, model.ilp, self.method, tie_break=False)
-        quality = []
-        if not follows:
-            quality = [scaled_objective(model.ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)]
-        return [*tiers, *quality, scaled_objective(list(model.cost), 0.0)]
+        return [*tiers, *_after_tiers(problem, model, follows)]
 
     def exact(self, problem: SeatProblem, seats) -> Found:
         counts = {name: 0 for name in problem.slot_names}
@@ -171,6 +222,14 @@ class TemplateSolver:
         quality = math.fsum(problem.quality[s][m] for s, _, m in seats)
         exact = worst_case_cost(unrolled.calls, bounds, unrolled.choices)
         return Found(counts, seats, unrolled, bounds, exact, tier_seats, quality)
+
+
+def _after_tiers(problem: SeatProblem, model, follows: bool) -> list[Objective]:
+    """Quality (unless it follows the tiers), then cost."""
+    quality = []
+    if not follows:
+        quality = [scaled_objective(model.ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)]
+    return [*quality, scaled_objective(list(model.cost), 0.0)]
 
 
 def _combined(problem: SeatProblem, model) -> Objective | None:

@@ -151,13 +151,15 @@ def optimise_columns(
     native: bool = False,
     presolve: bool = False,
     time_limit: float | None = None,
+    sub_mips: bool = True,
 ) -> list[float] | None:
     """Minimise the objectives lexicographically; every column's value, or None if infeasible.
 
     native=False solves them one at a time, fixing each optimum with a row, with
     HiGHS's presolve on or off; native=True hands all objectives to HiGHS's
     multi-objective mode (presolve always off there; separate solves where
-    highspy lacks the mode).
+    highspy lacks the mode). sub_mips=False switches off the heuristics that
+    solve smaller MIPs of their own (RINS, RENS, root reduced cost).
     """
     if not ilp.width:
         # HiGHS reports an empty model as an error status; decide it here.
@@ -165,6 +167,10 @@ def optimise_columns(
     highs = _new_highs(time_limit)
     _load(highs, ilp)
     highs.setOptionValue("presolve", "on" if presolve else "off")
+    if not sub_mips:
+        highs.setOptionValue("mip_heuristic_run_rins", False)
+        highs.setOptionValue("mip_heuristic_run_rens", False)
+        highs.setOptionValue("mip_heuristic_run_root_reduced_cost", False)
     if native and hasattr(highs, "addLinearObjective"):
         return _run_native(highs, objectives)
     return _run_sequential(highs, objectives, time_limit)

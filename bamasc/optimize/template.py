@@ -43,7 +43,9 @@ from bamasc.ir.latency import call_latency_s
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.alternatives import decisions
 from bamasc.optimize.cards import SharedCards
+from bamasc.optimize import coupled
 from bamasc.optimize.coupled import CoupledReads
+from bamasc.optimize.deadline import DeadlineRows
 from bamasc.optimize.either import ExclusiveReads, label as _label
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
 from bamasc.optimize.offered import offered_exactly
@@ -62,25 +64,44 @@ class TemplateIlp:
 
 
 def build(
-    problem: SeatProblem, statements: tuple[Statement, ...], pool, roles, deadline: float | None = None
+    problem: SeatProblem,
+    statements: tuple[Statement, ...],
+    pool,
+    roles,
+    deadline: float | None = None,
+    tier_seats: dict[int, int] | None = None,
+    coupled_reads: bool | None = None,
 ) -> TemplateIlp:
     """The template MILP for `problem`'s seats (its lo..hi ranges) and the flow's `statements`.
 
     `problem` carries the slot ranges and every rule but the budget's cost
     (its cost arrays only order models of equal tier and quality); `roles` is
-    the role of each slot.
+    the role of each slot. `tier_seats` (tier -> seats) keeps only the bindings
+    with at least those seats of the tiers it names (exactly those, after the
+    tier objectives that found them): models of a tier with none are not
+    offered. Reads take the products of optimize/coupled.py unless
+    `coupled_reads` is False; by default only where `tier_seats` is None.
     """
     offered = offered_exactly(problem, pool, roles)
+    if tier_seats is not None:
+        offered = tuple(tuple(m for m in models if tier_seats.get(problem.tiers[m]) != 0) for models in offered)
     seats = formulate(replace(problem, budget=math.inf), offered=offered)
     builder = _Builder(problem, seats, offered, pool, roles)
+    if coupled_reads is None:
+        coupled_reads = tier_seats is None
+    builder.couple_up_to = coupled.COUPLE_UP_TO if coupled_reads else 0
     for statement in statements:
         builder.statement(statement)
     if deadline is not None:
         builder.deadline(statements, deadline)
+    for tier, n in (tier_seats or {}).items():
+        if n:
+            terms = [(j, 1.0) for j, (_, _, m) in enumerate(seats.seats) if problem.tiers[m] == tier]
+            builder.row(f"tier[{tier}]", terms, float(n), math.inf)
     return builder.finish()
 
 
-class _Builder(ExclusiveReads, SharedCards, CoupledReads):
+class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
     def __init__(self, problem, seats: SeatIlp, offered, pool, roles):
         self.problem = problem
         self.seats = seats
@@ -315,47 +336,6 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads):
         split.append((empty, 1.0))
         self.row(family, split, 0.0, math.inf)
         return priced
-
-    def deadline(self, statements, seconds: float) -> None:
-        """Σ over steps of the step's slowest call ≤ the deadline (ir/latency.py's bound, exactly).
-
-        A step of one seat adds that seat's latency, linear in x; a step of
-        several (a `parallel`) gets a column at least each seat's latency. A
-        rotating statement's steps count only for the unit in force (big-M on y).
-        """
-        total: dict[tuple, list] = defaultdict(list)  # per alternative, as the cost is
-        for statement in statements:
-            if statement.padded:
-                (unit,) = statement.units
-                for path, terms in self.step_terms(unit).items():
-                    total[path] += terms
-                continue
-            spans: dict[tuple, int] = {}
-            for unit in statement.units:
-                y = self.unit_column[statement.index, unit.vector]
-                for path, terms in {(): [], **self.step_terms(unit)}.items():
-                    if path not in spans:
-                        spans[path] = self.new(f"T[{statement.index}{_label(path)}]")
-                        total[path].append((spans[path], 1.0))
-                    most = sum(
-                        max((self.latency[s][m] for (s, k) in step for _, m in self.models((s, k))), default=0.0)
-                        for step, at in zip(unit.steps, unit.step_paths) if at == path
-                    )
-                    self.row("deadline", [(spans[path], 1.0), *((j, -v) for j, v in terms), (y, -most)], -most, math.inf)
-        self.row("deadline", self.fold("D", total), -math.inf, float(seconds))
-
-    def step_terms(self, unit) -> dict[tuple, list[tuple[int, float]]]:
-        terms: dict[tuple, list] = defaultdict(list)
-        for step, path in zip(unit.steps, unit.step_paths):
-            if len(step) == 1:
-                terms[path] += [(j, self.latency[step[0][0]][m]) for j, m in self.models(step[0])]
-                continue
-            slowest = self.new("L")
-            for seat in step:
-                seat_terms = [(j, -self.latency[seat[0]][m]) for j, m in self.models(seat)]
-                self.row("deadline", [(slowest, 1.0), *seat_terms], 0.0, math.inf)
-            terms[path].append((slowest, 1.0))
-        return terms
 
     def fold(self, name: str, by_path: dict[tuple, list[tuple[int, float]]]) -> list[tuple[int, float]]:
         """The template's terms from terms per alternative: innermost first, each route's branches
