@@ -1,7 +1,7 @@
 """Binder wall time: one MILP per template, on HiGHS and on CBC, beside the per-vector binder it replaced.
 
     python benchmarks/bench_binder.py [--baseline DIR] [--limit 60] [--runs 5] [--quick]
-                                      [--shape N ...] [--no-cliff]
+                                      [--shape N ...] [--no-cliff] [--between K] [--no-cbc]
 
 Every cell is measured in a fresh process that imports one source tree (this
 one, or the `--baseline` tree, e.g. `git worktree add DIR 5a565ea`, the binder
@@ -13,8 +13,10 @@ same run; "x gsm8k" is a cell's time over it.
 Cases: generated pipelines of `v_i = parallel s_i(task, v_{i-1})` (or `chain`)
 statements, each bound at three budgets: loose (every seat at its largest
 count fits on tier 1), tight (1.3 x the cheapest binding) and medium (their
-geometric mean); and the budget cliff, ten tier-1 models and a tier-2 model
-with a 1-token output cap, at every budget from 6,000 to 20,000 µ$.
+geometric mean), and with `--between K` at K more budgets spaced
+geometrically between tight and loose; and the budget cliff, ten tier-1
+models and a tier-2 model with a 1-token output cap, at every budget from
+6,000 to 20,000 µ$.
 
 "CBC" is this tree's binder with `exact.optimise_columns` replaced by
 `pulp_model.optimise_columns_with_cbc`: the same MILPs, solved by CBC through
@@ -299,8 +301,8 @@ def cells(label, cell, cbc, old, reference, limit, extra=()) -> list:
         show(cell, limit),
         ratio(cell, reference),
         *extra,
-        show(cbc, limit),
-        same(cell, cbc),
+        show(cbc, limit) if cbc else "not run",
+        same(cell, cbc) if cbc else "n/a",
         show(old, limit) if old else "not run",
         ratio(old, cell) if old else "n/a",
         same(cell, old) if old else "n/a",
@@ -320,6 +322,9 @@ def main() -> None:
     parser.add_argument("--shape", type=int, action="append", metavar="N",
                         help="only these generated shapes (0-based, in the order of SHAPES); repeatable")
     parser.add_argument("--no-cliff", action="store_true", help="leave out the budget cliff table")
+    parser.add_argument("--no-cbc", action="store_true", help="leave out the CBC column (HiGHS alone)")
+    parser.add_argument("--between", type=int, default=0, metavar="K",
+                        help="also bind each generated template at K budgets between its tight and loose ones")  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -331,7 +336,7 @@ def main() -> None:
 
     def trio(spec):
         new = measure(ROOT, {**spec, "solver": "highs"})
-        cbc = measure(ROOT, {**spec, "solver": "cbc"})
+        cbc = None if args.no_cbc else measure(ROOT, {**spec, "solver": "cbc"})
         old = measure(baseline, {**spec, "solver": "highs"}) if baseline else None
         return new, cbc, old
 
@@ -363,7 +368,12 @@ def main() -> None:
                     file.write(pipeline_source(slots, lo, hi, models, shape))
                 vectors = (hi - lo + 1) ** slots
                 name = f"{shape}, {slots} slots [{lo}..{hi}], {models} models"
-                for kind, budget in zip(("loose", "medium", "tight"), budgets(path)):
+                loose, medium, tight = budgets(path)
+                named = [("loose", loose), ("medium", medium), ("tight", tight)]
+                # --between K: K more budgets, geometrically spaced strictly between tight and loose.
+                named += [("between", float(round(tight * (loose / tight) ** (i / (args.between + 1)))))
+                          for i in range(1, args.between + 1)]  # fmt: skip
+                for kind, budget in named:
                     spec = {**base, "kind": "bind", "path": path, "system": "big", "template": "big", "budget": budget}
                     new, cbc, old = trio(spec)
                     label = [name, f"{vectors:,}" if vectors < 1e6 else f"{vectors:.1e}", f"{kind} {budget:,.0f}"]
