@@ -170,6 +170,8 @@ def formulate(
         costs = tuple(_budget_coefficient(problem, s, k, m) for s, k, m in seats)
         rows.append(scaled_row(MilpRow("budget", everything, costs, -inf, float(problem.budget))))
     for i, binding in enumerate(problem.excluded):
+        if any(seat not in column for seat in binding):
+            continue  # a binding on a model this ILP does not offer cannot come back
         # No-good cut: Σ_{in binding} (1 - x) + Σ_{not in binding} x >= 1.
         chosen = {column[seat] for seat in binding}
         values = tuple(-1.0 if j in chosen else 1.0 for j in everything)

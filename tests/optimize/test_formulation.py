@@ -64,6 +64,15 @@ def test_excluded_bindings_offer_every_model():
     assert_same_objective(solve(problem), brute_force(problem))
 
 
+def test_an_excluded_binding_on_a_model_not_offered_needs_no_row():
+    # The template binder narrows its MILP to the tiers that have seats (exact._in_steps); a binding
+    # cut off earlier may use a model left out there.
+    problem = three_seat_slot(excluded=(((0, 0, 3),),))
+    ilp = formulate(problem, offered=((0, 1, 2),))
+    assert not any(row.family.startswith("excluded") for row in ilp.rows)
+    assert any(row.family.startswith("excluded") for row in formulate(problem).rows)
+
+
 @PROPERTY
 @given(seat_problems())
 def test_dropping_dominated_models_keeps_the_best_objective(problem):
