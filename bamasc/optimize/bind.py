@@ -122,22 +122,28 @@ def _order_problem(program, system, topology, pool, rows, budget) -> SeatProblem
     largest = {slot.name: slot.hi for slot in topology.slots}
     unrolled = unroll(topology, largest)
     problem = _seat_problem(program, system, topology, pool, largest, unrolled, rows, budget)
-    return replace(problem, lo=tuple(slot.lo for slot in topology.slots), floor=_seat_floor(program, topology, pool))
+    floor = _seat_floor(program, topology, pool, unrolled)
+    return replace(problem, lo=tuple(slot.lo for slot in topology.slots), floor=floor)
 
 
-def _seat_floor(program, topology, pool) -> tuple[tuple[float, ...], ...]:
+def _seat_floor(program, topology, pool, unrolled) -> tuple[tuple[float, ...], ...]:
     """[slot][model]: the least a seat may cost in any count vector, for the paper's tier weights.
 
     The largest counts' per-seat costs do not bound that: a seat of a smaller vector may make fewer
     calls (an executor with no critic is asked once, not once per revision), so they may call a
     budget unable to buy a seat that it buys. Every seat that counts makes at least one call, which
     shows at least its role's prompt text and is billed its output cap, at the least rates the
-    bound ever bills.
+    bound ever bills; unless its calls run under a route's branch or a plan's choice of seat
+    (`CallNode.alternative`), which the bound may not take: such a slot's seats may cost nothing.
     """
+    chosen = {call.slot for call in unrolled.calls if call.alternative}
     floor = []
     for slot in topology.slots:
         role = program.roles[slot.role]
         row = []
+        if slot.name in chosen:
+            floor.append((0.0,) * len(pool))
+            continue
         for model in pool:
             prices = model.prices()
             least = prices.worst_rates(0)

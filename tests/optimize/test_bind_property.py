@@ -14,7 +14,7 @@ from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.graph import call_graph, verified_cost
 from bamasc.ir.unroll import unroll
 from bamasc.loader import load
-from bamasc.optimize.bind import _seat_problem, bind_template
+from bamasc.optimize.bind import _seat_floor, _seat_problem, bind_template
 from bamasc.optimize.exact import has_idle_seat
 from bamasc.optimize.problem import RequireRow
 
@@ -183,3 +183,16 @@ def test_weights_count_seats_of_smaller_vectors(tmp_path):
     for method in ("lexicographic", "weights"):
         found = bind_template(program, system, "t", method=method)
         assert (found.tier_seats, round(found.quality, 9)) == best[:2], method
+
+
+def test_seats_a_dynamic_plan_chooses_among_may_cost_nothing():
+    # The bound takes only the costliest of a step's seats, so a seat of another may add nothing:
+    # the weights then bound its tier by the seats the template allows, not by a call's price.
+    program, _ = check(load("examples/gsm8k.bam"))
+    system = program.systems["gsm8k"]
+    topology = program.topologies["planner"]
+    pool = [program.models[m] for m in system.models]
+    unrolled = unroll(topology, {slot.name: slot.hi for slot in topology.slots})
+    floor = dict(zip((slot.name for slot in topology.slots), _seat_floor(program, topology, pool, unrolled)))
+    assert floor["executor"] == floor["critic"] == (0.0,) * len(pool)
+    assert all(cost > 0 for cost in floor["planner"] + floor["formatter"])
