@@ -137,19 +137,16 @@ def _seat_floor(program, topology, pool, unrolled) -> tuple[tuple[float, ...], .
     (`CallNode.alternative`), which the bound may not take: such a slot's seats may cost nothing.
     """
     chosen = {call.slot for call in unrolled.calls if call.alternative}
-    floor = []
-    for slot in topology.slots:
-        role = program.roles[slot.role]
-        row = []
-        if slot.name in chosen:
-            floor.append((0.0,) * len(pool))
-            continue
-        for model in pool:
-            prices = model.prices()
-            least = prices.worst_rates(0)
-            row.append(least.input * template_tokens(role) + least.output * output_cap(role, model) + prices.per_request)
-        floor.append(tuple(row))
-    return tuple(floor)
+
+    def one_call(role, model) -> float:
+        prices = model.prices()
+        least = prices.worst_rates(0)
+        return least.input * template_tokens(role) + least.output * output_cap(role, model) + prices.per_request
+
+    return tuple(
+        (0.0,) * len(pool) if slot.name in chosen else tuple(one_call(program.roles[slot.role], m) for m in pool)
+        for slot in topology.slots
+    )
 
 
 def _result(template, budget, topology, pool, tiers, found, solver) -> TemplateBinding:
