@@ -29,3 +29,47 @@ def test_post_init_runs_on_construction_and_on_replace():
 def test_records_stay_frozen():
     with pytest.raises(FrozenRecordError):
         Positive(3).value = 4
+
+
+@record
+class Mixed:
+    first: int
+    second: str = "b"
+    third: tuple = ()  # a field without a default after one with a default is allowed
+    fourth: float = 0.5
+
+
+@record
+class Late:
+    head: int
+    middle: int = 1
+    tail: int  # no default, after one that has a default
+
+
+def test_the_compiled_constructor_behaves_as_the_generic_one():
+    # The first construction of a class compiles its `__init__`; later ones use it.
+    for _ in range(2):
+        assert Mixed(1) == Mixed(first=1, second="b", third=(), fourth=0.5)
+        assert Mixed(1, "x", (2,)).third == (2,)
+        assert Mixed(1, fourth=2.0).fourth == 2.0
+        assert Late(1, tail=3) == Late(head=1, middle=1, tail=3)
+        assert Late(1, 2, 3).tail == 3
+        with pytest.raises(TypeError, match="missing argument 'tail'"):
+            Late(1)
+        with pytest.raises(TypeError):
+            Mixed()
+        with pytest.raises(TypeError):
+            Mixed(1, "b", (), 0.5, "extra")
+        with pytest.raises(TypeError):
+            Mixed(1, colour="red")
+        with pytest.raises(ValueError, match="not 0"):
+            Positive(0)
+
+
+def test_records_pickle_and_hash_after_compiling():
+    import pickle
+
+    value = Late(1, tail=5)
+    assert pickle.loads(pickle.dumps(value)) == value
+    assert hash(Late(1, tail=5)) == hash(value)
+    assert repr(value) == "Late(head=1, middle=1, tail=5)"
