@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from bamasc.program import Model, Program, Role
 from bamasc.ir.alternatives import Both, Choice, Path, worst_case
 from bamasc.ir.tokens import output_cap, template_tokens
@@ -103,29 +105,74 @@ def worst_case_cost(calls: tuple[CallNode, ...], bounds, choices: tuple[Choice, 
     return worst_case(cost_amounts(calls, bounds), choices, joint).total
 
 
-def cheapest_cost(calls: tuple[CallNode, ...], pool: list[Model], program: Program, task_tokens: int) -> float:
+def cheapest_cost(
+    calls: tuple[CallNode, ...],
+    pool: list[Model],
+    program: Program,
+    task_tokens: int,
+    seat_pools: Mapping[tuple[str, int], Sequence[Model]] | None = None,
+) -> float:
     """A lower bound on any binding's cost for these calls: each call on its cheapest model,
-    reading the smallest outputs any model could give its inputs."""
+    reading the smallest outputs any model could give its inputs. `seat_pools` narrows the
+    models of some seats ((slot, instance) -> models): a bound on the bindings that keep to them."""
+    def models(call):
+        return seat_pools.get((call.slot, call.instance), pool) if seat_pools else pool
+
+    parts = floor_parts(calls, models, program, task_tokens)
+    return floor_total(calls, [part.priced(models(call)) for call, part in zip(calls, parts)])
+
+
+@record
+class CallFloor:
+    """A call's tokens as `cheapest_cost` counts them, before a model prices them: those billed
+    whatever runs, the reads of a branch's output (priced under that branch) and of a step made
+    beside it (under both decisions), and per plan the tokens of its step cards."""
+
+    alternative: Path
+    role: Role
+    own: float
+    shares: tuple[tuple[Path, float], ...]
+    pairs: tuple[tuple[Path, float], ...]
+    cards: tuple[tuple[str, float], ...]
+
+    def priced(self, models: Sequence[Model]) -> tuple[list, list[tuple[str, float]]]:
+        """(amounts for `worst_case`, (plan, floor of its cards)) on the cheapest of `models`."""
+        role = self.role
+        rate = min(m.price_input for m in models)
+        amounts = [(self.alternative, min(m.price_input * self.own + m.price_output * output_cap(role, m) for m in models))]
+        amounts += [(path, rate * share) for path, share in self.shares]
+        amounts += [(Both(self.alternative, path, rate, share), rate * share) for path, share in self.pairs]
+        return amounts, [(plan, rate * tokens) for plan, tokens in self.cards]
+
+
+def floor_parts(calls: tuple[CallNode, ...], models_of, program: Program, task_tokens: int) -> list[CallFloor]:
+    """Each call's `CallFloor`, reading the smallest outputs the models `models_of(call)` may give."""
     smallest: dict[str, int] = {}
-    amounts = []
-    card_floor: dict[str, float] = {}
+    parts = []
     for call in calls:
         role = program.roles[call.role]
         tokens_in = template_tokens(role) + (task_tokens if call.reads_task else 0)
         tokens_in += call.framing
         tokens_in += call.tokens_read(smallest, task_tokens)
-        smallest[call.id] = min(output_cap(role, m) for m in pool)
-        # Reads of a branch's output count under that branch, and a plan's cards once under the
-        # plan (`cost_amounts`), each part at its cheapest model.
+        smallest[call.id] = min(output_cap(role, m) for m in models_of(call))
         largest, shares = call.branch_reads(smallest, task_tokens)
         beside, pairs = call.sibling_reads(smallest, task_tokens)
-        own = tokens_in - largest - beside - sum(smallest[plan] for plan in call.cards)
-        least_rate = min(m.price_input for m in pool)
-        amounts.append((call.alternative, min(m.price_input * own + m.price_output * output_cap(role, m) for m in pool)))
-        amounts += [(path, least_rate * share) for path, share in shares]
-        amounts += [(Both(call.alternative, path, least_rate, share), least_rate * share) for path, share in pairs]
-        for plan in call.cards:
-            card_floor[plan] = least_rate * smallest[plan]
+        cards = tuple((plan, smallest[plan]) for plan in call.cards)
+        own = tokens_in - largest - beside - sum(tokens for _, tokens in cards)
+        parts.append(CallFloor(call.alternative, role, own, tuple(shares), tuple(pairs), cards))
+    return parts
+
+
+def floor_total(calls: tuple[CallNode, ...], priced) -> float:
+    """The worst case of the calls' priced floors (`CallFloor.priced`, in the calls' order): reads
+    of a branch's output count under that branch, and a plan's cards once under the plan
+    (`cost_amounts`), at the largest floor any call that shows them gives."""
+    amounts = []
+    card_floor: dict[str, float] = {}
+    for own, cards in priced:
+        amounts += own
+        for plan, floor in cards:
+            card_floor[plan] = max(card_floor.get(plan, 0.0), floor)
     where = {call.id: call.alternative for call in calls}
     amounts += [(where[plan], floor) for plan, floor in card_floor.items()]
     # Each branch's floor is below its cost in any binding, so their maximum is below the maximum

@@ -32,6 +32,7 @@ from bamasc.ir.unroll import Unrolled, unroll
 from bamasc.optimize.dominance import undominated
 from bamasc.optimize.exact import Found, TemplateSolver, objective
 from bamasc.optimize.problem import RequireRow, SeatProblem
+from bamasc.optimize.prune import MARGIN, Vector
 from bamasc.optimize.statements import NotDecomposable
 from bamasc.program import Program, System
 from bamasc.records import record, replace
@@ -208,30 +209,20 @@ def _best(solver: TemplateSolver, ranges, budget=None, cheapest=False, **changes
     summarised (`NotDecomposable`) is enumerated vector by vector.
     """
     try:
-        statements = solver.analyse(ranges)
+        rotating = solver.rotating(ranges)
+        if not rotating or math.prod(len(ranges[s]) for s in rotating) > ENUMERATE_UP_TO:
+            return solver.solve(ranges, solver.analyse(ranges), budget, cheapest, **changes)
+        # Each vector's statements are analysed when it is solved: one a skipped vector would
+        # not summarise is never looked at (the vectors solved are bound exactly either way).
+        return _enumerate(solver, _fixings(ranges, rotating), solver.analyse, budget, cheapest, changes)
     except NotDecomposable:
         if math.prod(len(r) for r in ranges) > limits.MAX_COUNT_VECTORS:
             raise BindingError(
                 f"template '{solver.topology.name}' reads parts of earlier values and has more than "
                 f"{limits.MAX_COUNT_VECTORS} slot-count combinations to enumerate"
             ) from None
-        return _pick(
-            cheapest,
-            (
-                solver.solve(fixed, solver.analyse_fixed(fixed), budget, cheapest, **changes)
-                for fixed in _fixings(ranges, range(len(ranges)))
-            ),
-        )
-    rotating = sorted({s for statement in statements if not statement.padded for s in statement.slots})
-    if not rotating or math.prod(len(ranges[s]) for s in rotating) > ENUMERATE_UP_TO:
-        return solver.solve(ranges, statements, budget, cheapest, **changes)
-    return _pick(
-        cheapest,
-        (
-            solver.solve(fixed, solver.analyse(fixed), budget, cheapest, **changes)
-            for fixed in _fixings(ranges, rotating)
-        ),
-    )
+        fixings = _fixings(ranges, range(len(ranges)))
+        return _enumerate(solver, fixings, solver.analyse_fixed, budget, cheapest, changes)
 
 
 def _fixings(ranges, slots):
@@ -243,14 +234,37 @@ def _fixings(ranges, slots):
         yield tuple(fixed)
 
 
-def _pick(cheapest: bool, candidates) -> Found | None:
-    """The best of several bindings (first wins ties, as in product order): lowest bound or best objective."""
-    best = None
-    for found in candidates:
+def _enumerate(solver: TemplateSolver, fixings, analyse, budget, cheapest: bool, changes) -> Found | None:
+    """The best binding over count vectors solved one at a time (the earliest in product order wins
+    ties): the lowest bound, or the best objective. A vector whose bound shows it cannot win is
+    skipped unsolved, and the rest are solved best bound first (optimize/prune.py)."""
+    limit = solver.order.budget if budget is None else budget
+    vectors = [vector for i, fixed in enumerate(fixings) if (vector := Vector(i, fixed, solver, limit)).possible()]
+    best, at = None, -1
+
+    def solve(vector: Vector) -> None:
+        nonlocal best, at
+        found = solver.solve(vector.fixed, analyse(vector.fixed), budget, cheapest, **changes)
         if found is None:
-            continue
-        if best is None or (found.exact < best.exact if cheapest else objective(found) > objective(best)):
-            best = found
+            return
+        if best is None:
+            better = True
+        elif cheapest:
+            better = (found.exact, vector.index) < (best.exact, at)
+        else:
+            better = objective(found) > objective(best) or (objective(found) == objective(best) and vector.index < at)
+        if better:
+            best, at = found, vector.index
+
+    if cheapest:
+        for vector in sorted(vectors, key=lambda v: (v.floor, v.index)):
+            if best is None or vector.floor * (1 - MARGIN) <= best.exact:
+                solve(vector)
+        return best
+    # Most seats first: the best binding found early leaves the most to skip.
+    for vector in sorted(vectors, key=lambda v: (-len(v.seats), v.index)):
+        if best is None or not vector.cannot_win(objective(best), vector.index < at):
+            solve(vector)
     return best
 
 

@@ -106,10 +106,18 @@ class TemplateSolver:
             found = self._unrolled[key] = unroll(self.topology, counts)
         return found
 
-    def analyse(self, ranges):
+    @property
+    def flow(self) -> Flow:
         if self._flow is None:
             self._flow = Flow(self.program, self.system, self.topology, self.unroll)
-        return self._flow.statements(ranges)
+        return self._flow
+
+    def analyse(self, ranges):
+        return self.flow.statements(ranges)
+
+    def rotating(self, ranges) -> list[int]:
+        """Slots whose counts rotate seats in some statement (`Flow.rotating`)."""
+        return self.flow.rotating(ranges)
 
     def analyse_fixed(self, fixed):
         vector = tuple(r[0] for r in fixed)

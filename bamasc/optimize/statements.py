@@ -152,6 +152,27 @@ class Flow:
             self._statements[key] = Statement(i, slots, padded, units, False)
         return self._statements[key]
 
+    def rotating(self, ranges: tuple[range, ...]) -> list[int]:
+        """The slots of the statements that are not padded at these ranges, sorted.
+
+        A statement is found not padded at the first count vector whose unroll is not its largest
+        one's restricted (smallest counts first, where they differ most): an enumerating binder
+        then needs the others only at the counts it solves."""
+        slots: set[int] = set()
+        for i, own in enumerate(self.slots):
+            key = (i, tuple((ranges[s].start, ranges[s].stop) for s in own))
+            if key in self._statements:
+                padded = self._statements[key].padded
+            elif self.known_padded[i]:
+                padded = True
+            else:
+                largest = self.unit(i, tuple(ranges[s][-1] for s in own))
+                vectors = itertools.product(*(ranges[s] for s in own))
+                padded = all(_restricted(largest, own, v) == self.unit(i, v) for v in vectors)
+            if not padded:
+                slots.update(own)
+        return sorted(slots)
+
     def statements(self, ranges: tuple[range, ...]) -> tuple[Statement, ...]:
         """Every statement's units at the slot counts `ranges` allow (one range per slot)."""
         statements = [self.statement(i, ranges) for i in range(len(self.topology.flow))]

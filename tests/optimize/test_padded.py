@@ -50,6 +50,20 @@ def test_every_combinator_named_padded_is_padded(tmp_path, monkeypatch, seed):
                 assert not fast.padded or fast == slow
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_rotating_slots_are_those_of_the_statements_not_padded(tmp_path, seed):
+    # `Flow.rotating` stops comparing a statement's unrolls at the first that differs.
+    rng = random.Random(seed)
+    _, source = random_source(rng)
+    program = load(tmp_path, source)
+    topology = program.topologies["t"]
+    for _ in range(4):
+        ranges = _ranges(rng, topology)
+        lazy = Flow(program, program.systems["s"], topology).rotating(ranges)
+        every = Flow(program, program.systems["s"], topology).statements(ranges)
+        assert lazy == sorted({s for statement in every if not statement.padded for s in statement.slots})
+
+
 def test_all_padded_combinators_are_exercised(tmp_path):
     seen = set()
     for _, _, flow in FLOWS_WITH_REF:
