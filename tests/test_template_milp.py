@@ -120,7 +120,8 @@ def brute_force(program, budget: float) -> tuple | None:
         bind.RequireRow(tuple((slot_index[s], t, c) for s, t, c in row.terms), row.sense, row.rhs)
         for row in (bind.linear_row(r) for r in topology.requires)
     )
-    order = bind._order_problem(program, system, topology, pool, rows, budget)
+    largest = bind.unroll(topology, {slot.name: slot.hi for slot in topology.slots})
+    order = bind._order_problem(program, system, topology, pool, rows, budget, largest)
     best = None
     per_slot = []
     for s, slot in enumerate(topology.slots):

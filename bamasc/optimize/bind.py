@@ -109,19 +109,19 @@ def bind_template(
         for row in (linear_row(r) for r in topology.requires)
     )
     ranges = tuple(range(slot.lo, slot.hi + 1) for slot in topology.slots)
-    order = _order_problem(program, system, topology, pool, rows, budget)
-    solver = TemplateSolver(program, system, topology, pool, order, method)
+    largest = unroll(topology, {slot.name: slot.hi for slot in topology.slots})
+    order = _order_problem(program, system, topology, pool, rows, budget, largest)
+    solver = TemplateSolver(program, system, topology, pool, order, method, largest)
     found = _best(solver, ranges)
     if found is None:
         return _infeasible(template, budget, tiers, solver, order, ranges)
     return _result(template, budget, topology, pool, tiers, found, solver)
 
 
-def _order_problem(program, system, topology, pool, rows, budget) -> SeatProblem:
-    """The template's seat problem at its largest counts: rules, qualities, and per-seat costs that
-    only order models of equal tier and quality (and bound seats for the paper's weights)."""
+def _order_problem(program, system, topology, pool, rows, budget, unrolled: Unrolled) -> SeatProblem:
+    """The template's seat problem at its largest counts (`unrolled` there): rules, qualities, and
+    per-seat costs that only order models of equal tier and quality (and bound seats for the paper's weights)."""
     largest = {slot.name: slot.hi for slot in topology.slots}
-    unrolled = unroll(topology, largest)
     problem = _seat_problem(program, system, topology, pool, largest, unrolled, rows, budget)
     floor = _seat_floor(program, topology, pool, unrolled)
     return replace(problem, lo=tuple(slot.lo for slot in topology.slots), floor=floor)

@@ -88,7 +88,8 @@ def has_idle_seat(unrolled: Unrolled, counts: dict[str, int]) -> bool:
 class TemplateSolver:
     """Solves template MILPs over given slot ranges, checking each answer against the exact bound."""
 
-    def __init__(self, program, system, topology, pool, order: SeatProblem, method: str):
+    def __init__(self, program, system, topology, pool, order: SeatProblem, method: str, largest: Unrolled | None = None):
+        """`largest`: the template unrolled at its largest counts, if the caller has it already."""
         self.program, self.system, self.topology, self.pool = program, system, topology, pool
         self.order = order
         self.method = method
@@ -96,6 +97,8 @@ class TemplateSolver:
         self.solves = 0
         self.cuts = 0
         self._unrolled: dict[tuple, Unrolled] = {}
+        if largest is not None:
+            self._unrolled[tuple(slot.hi for slot in topology.slots)] = largest
         self._flow: Flow | None = None
 
     def unroll(self, counts: dict[str, int]) -> Unrolled:
