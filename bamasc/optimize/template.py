@@ -61,6 +61,8 @@ class TemplateIlp:
     ilp: SeatIlp
     cost: tuple[float, ...]  # per column: its share of the exact worst case, µ$
     budget_row: int | None  # index of the budget row in ilp.rows
+    # (z column, reader's x columns, source's x columns) of every product (optimize/coupled.py)
+    products: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...] = ()
 
 
 def build(
@@ -90,6 +92,10 @@ def build(
     if coupled_reads is None:
         coupled_reads = tier_seats is None
     builder.couple_up_to = coupled.COUPLE_UP_TO if coupled_reads else 0
+    # Every seat's prompt bound first: a seat called in two statements is billed at the highest
+    # prompt tier any of its calls reaches, including in the statements priced before that one.
+    for statement in statements:
+        builder.bound_prompts(statement)
     for statement in statements:
         builder.statement(statement)
     if deadline is not None:
@@ -134,6 +140,7 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
         self.largest_of: dict[tuple, int] = {}  # (statement, group of exclusive seats) -> its E column
         self.value_seats: dict[int, tuple] = {}  # padded statements read later: seats of their value
         self.input_rates: dict[tuple, float] = {}
+        self.products: list = []
 
     # ------------------------------------------------------------ columns
 
@@ -182,15 +189,22 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
 
     # ------------------------------------------------------------ statements
 
-    def statement(self, statement: Statement) -> None:
+    def bound_prompts(self, statement: Statement) -> None:
+        """Raise each seat's prompt bound to the most any of its prompts in `statement` holds, and
+        record the most a later reader sees of the statement's value (which only caps decide)."""
         for unit in statement.units:
             for seat, calls in unit.seats:
                 most = calls.fixed + sum(n * self.most_tokens(source) for source, n in calls.reads)
-                most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.values)
+                most += sum(n * self.value_most[j] for j, n in calls.values)
                 most += sum(n * self.most_of(group) for group, n in calls.either + calls.branch_either)
-                most += sum(n * self.value_most.get(j, 0.0) for j, n in calls.branch_values)
+                most += sum(n * self.value_most[j] for j, n in calls.branch_values)
                 most += sum(n * self.most_tokens(source) for (_, source, _), n in calls.cards)
                 self.prompt_bound[seat] = max(self.prompt_bound.get(seat, 0.0), most)
+        if statement.read_later:
+            options = [option for unit in statement.units for option in self.options(unit)]
+            self.value_most[statement.index] = max(self.most_of((option,)) for option in options)
+
+    def statement(self, statement: Statement) -> None:
         if statement.padded:
             (unit,) = statement.units
             self.covered.update(seat for seat, _ in unit.seats)
@@ -374,4 +388,5 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
         if problem.budget < math.inf:
             budget_row = len(self.rows)
             self.row("budget", [(j, c) for j, c in enumerate(cost) if c], -math.inf, float(problem.budget))
-        return TemplateIlp(SeatIlp(self.seats.seats, tuple(self.rows), tuple(self.extra)), cost, budget_row)
+        ilp = SeatIlp(self.seats.seats, tuple(self.rows), tuple(self.extra))
+        return TemplateIlp(ilp, cost, budget_row, tuple(self.products))
