@@ -37,6 +37,7 @@ class CoupledReads:
     value_column: dict
     couple_up_to: int  # COUPLE_UP_TO, or 0 where every read takes the R/Q form
     input_rates: dict  # (seat, model) -> the input rate its reads are billed at
+    products: list  # (z column, reader's x columns, source's x columns): z is their product
 
     def coupled(self, seat, calls):
         """Price what `seat` reads of seats, directly or through padded values, as products.
@@ -101,6 +102,7 @@ class CoupledReads:
             for cap in by_cap:
                 column = z[rate, cap] = self.new(f"z[{seat};{source}]", 1.0)
                 self.costs[path][column] += rate * n * cap
+                self.products.append((column, tuple(j for j, _ in by_rate[rate]), tuple(i for i, _ in by_cap[cap])))
         filled = [t for terms in by_rate.values() for t in terms]
         source_filled = [t for terms in by_cap.values() for t in terms]
         for rate, chosen in by_rate.items():

@@ -24,6 +24,7 @@ from bamasc.optimize.formulation import (
     tier_weights,
 )
 from bamasc.optimize.highs import optimise_columns
+from bamasc.optimize.pareto import sweep
 from bamasc.optimize.problem import SeatProblem
 from bamasc.optimize.statements import Flow, analyse_fixed
 from bamasc.optimize.template import build
@@ -53,6 +54,13 @@ reduced cost): the cost objective starts near its optimum there. On 20 slots x 5
 with the heuristics and 9.4 s without presolve. The tier objectives keep presolve off above
 `PRESOLVE_UP_TO_COLUMNS`: with it on their narrowed MILPs (and the counts held by equalities),
 the medium parallel bind took 348 s."""
+
+SWEEP_FROM_COLUMNS = 1000
+"""Lexicographic MILPs above this many columns are first offered to the dynamic program over slots
+(optimize/pareto.py), which binds pipelines without a MILP where it applies: on 20 slots x 50 models
+it took the medium and tight binds from 0.4-7 s to 60-150 ms (docs/benchmarks.md), the same
+bindings; the loose ones, which HiGHS solves at the root, went from 90-130 to 120-180 ms. Smaller
+MILPs keep HiGHS, whose answers the example plans were made with."""
 
 COMBINE_UP_TO_COLUMNS = 1000
 """MILPs up to this many columns solve all objectives at once (`_combined`): two slots of [0..63]
@@ -96,6 +104,7 @@ class TemplateSolver:
         self.roles = [program.roles[slot.role] for slot in topology.slots]
         self.solves = 0
         self.cuts = 0
+        self.sweeps = 0  # bindings found by optimize/pareto.py instead of a MILP
         self._unrolled: dict[tuple, Unrolled] = {}
         if largest is not None:
             self._unrolled[tuple(slot.hi for slot in topology.slots)] = largest
@@ -142,15 +151,7 @@ class TemplateSolver:
         seconds = self.system.deadline if deadline else None
         for _ in range(MAX_CUTS + 1):
             model = build(problem, statements, self.pool, self.roles, seconds)
-            if cheapest:
-                objectives = [scaled_objective(list(model.cost), 0.0)]
-            else:
-                objectives = self.objectives(problem, model)
-            if len(objectives) > 1 and self.method == "lexicographic" and model.ilp.width > SPLIT_FROM_COLUMNS:
-                model, values = self._in_steps(problem, statements, seconds, model)
-            else:
-                self.solves += len(objectives)
-                values = optimise_columns(model.ilp, objectives, presolve=model.ilp.width <= PRESOLVE_UP_TO_COLUMNS)
+            model, values = self._optimise(problem, statements, seconds, model, cheapest)
             if values is None:
                 return None
             seats = tuple(seat for seat, x in zip(model.ilp.seats, values) if x > 0.5)
@@ -169,6 +170,23 @@ class TemplateSolver:
             self.cuts += 1
             problem = replace(problem, excluded=(*problem.excluded, seats))
         raise SolverError(f"more than {MAX_CUTS} bindings came back just over the budget or the deadline")
+
+    def _optimise(self, problem, statements, seconds, model, cheapest):
+        """(the MILP its answer is a solution of, every column's value or None when infeasible)."""
+        lexicographic = not cheapest and self.method == "lexicographic"
+        if lexicographic and seconds is None and model.ilp.width > SWEEP_FROM_COLUMNS:
+            swept = sweep(problem, model, BUDGET_TOLERANCE)
+            if swept is not None:
+                self.sweeps += 1
+                return model, swept.values
+        if cheapest:
+            objectives = [scaled_objective(list(model.cost), 0.0)]
+        else:
+            objectives = self.objectives(problem, model)
+        if len(objectives) > 1 and lexicographic and model.ilp.width > SPLIT_FROM_COLUMNS:
+            return self._in_steps(problem, statements, seconds, model)
+        self.solves += len(objectives)
+        return model, optimise_columns(model.ilp, objectives, presolve=model.ilp.width <= PRESOLVE_UP_TO_COLUMNS)
 
     def _in_steps(self, problem, statements, seconds, model):
         """The tier objectives one at a time, then quality and cost, each on a MILP narrowed to the

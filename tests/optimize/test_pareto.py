@@ -1,0 +1,182 @@
+"""The dynamic program over slots (optimize/pareto.py) against the MILP and brute force.
+
+Random pipelines of `parallel` and `chain` statements, each reading the value
+before it, with random pools (three tiers, prices, output caps, per-role
+qualities, prompt-length price tiers) are bound at random budgets by the dynamic program
+(offered every template, `SWEEP_FROM_COLUMNS = 0`), by the MILP alone and by
+trying every binding. The dynamic program and the MILP must find the same
+objective (tiers and quality alone with price tiers, which both bill at the
+most a seat could read); brute force may find more (see `not_better`), never
+less; and the dynamic program must have been the one that answered. Templates it must not take
+(`require`, `min_agents`, a rotating statement) fall through to the MILP.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+
+import pytest
+
+from bamasc.optimize import bind, exact, pareto
+from tests.test_template_milp import brute_force, load, objective, same
+
+
+def pipeline(rng: random.Random, require: str = "", min_agents: int = 0) -> str:
+    statements = rng.randint(2, 4)
+    models = []
+    for m in range(rng.randint(2, 4)):
+        cap = rng.choice(["", f"max_output = {rng.choice([16, 48, 96])}"])
+        quality = rng.choice(["", f"quality {{ R0 = {rng.choice([0.5, 2.0])} }}", "quality = 1.5"])
+        # A cliff tier re-prices a call whose prompt may pass 60 tokens: the MILP bills its most.
+        fee = rng.choice(["", "  long_prompt { above = 60  input = 4.0  output = 8.0 }"])
+        models.append(
+            f'model m{m} {{\n  provider = fake\n  name = "m{m}"\n'
+            f"  price {{ input = {rng.choice([0.1, 0.5, 1.0, 3.0])}  output = {rng.choice([0.4, 2.0, 5.0])}{fee} }}\n"
+            f"  tier = {rng.randint(1, 3)}\n  {cap}\n  {quality}\n}}\n"
+        )
+    roles, slots, flow = [], [], []
+    for s in range(statements):
+        previous = f" {{{{v{s - 1}}}}}" if s else ""
+        roles.append(f'role R{s} {{\n  max_output = {rng.choice([32, 64])}\n  reads = answer\n  prompt = "Do {{{{task}}}}{previous}"\n}}\n')
+        lo = rng.choice([0, 1]) if s else 1
+        slots.append(f"  slot s{s} : R{s} [{lo}..{lo + rng.randint(1, 2)}]")
+        call = f"{rng.choice(['parallel', 'chain'])} s{s}({'task' if s == 0 else f'task, v{s - 1}'})"
+        flow.append(f"    v{s} = {call}" if s + 1 < statements else f"    answer {call}")
+    return (
+        "".join(models) + "".join(roles)
+        + "topology t {\n" + "\n".join(slots) + f"\n{require}\n  flow {{\n" + "\n".join(flow) + "\n  }\n}\n"
+        + f"system s {{\n  models = [{', '.join(f'm{m}' for m in range(len(models)))}]\n  topologies = [t]\n"
+        + f"  budget = 1000\n  task_tokens = 40\n  min_agents = {min_agents}\n}}\n"
+    )  # fmt: skip
+
+
+def not_better(found: tuple, truth: tuple | None) -> bool:
+    if truth is None:
+        return False
+    return found[:-1] < truth[:-1] or found[:-1] == truth[:-1] and found[-1] <= truth[-1] + 1e-6
+
+
+def budgets(program, rng: random.Random) -> list[float]:
+    """Budgets from below the cheapest binding to above the dearest best one."""
+    system = program.systems["s"]
+    cheapest = bind.bind_template(program, system, "t", 0.0).cheapest_cost
+    loose = bind.bind_template(program, system, "t", math.inf).worst_case_cost
+    return sorted(round(cheapest * (loose / cheapest) ** rng.uniform(-0.1, 1.1), 3) for _ in range(3))
+
+
+def bind_by(program, budget: float, monkeypatch, sweep_from: float, swept: list) -> tuple | None:
+    monkeypatch.setattr(exact, "SWEEP_FROM_COLUMNS", sweep_from)
+    found = bind.bind_template(program, program.systems["s"], "t", budget)
+    swept.append(found.solves == 0 and found.feasible)
+    return objective(found)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_dynamic_program_binds_like_the_milp_and_brute_force(tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    source = pipeline(rng)
+    program = load(tmp_path, source)
+    for budget in budgets(program, rng):
+        swept: list = []
+        dynamic = bind_by(program, budget, monkeypatch, 0, swept)
+        milp = bind_by(program, budget, monkeypatch, math.inf, swept)
+        truth = brute_force(program, budget)
+        if "long_prompt" in source:
+            # Both bill a cliff tier at the most a seat could read, above the exact bound at times, so
+            # bindings of equal price may differ in their exact bounds: compare tiers and quality.
+            assert (dynamic and dynamic[:-1]) == (milp and milp[:-1]), (source, budget, dynamic, milp)
+        else:
+            assert same(dynamic, milp), (source, budget, dynamic, milp)
+        # Both price a value's numbering and a chain's reads at the largest counts, so brute force
+        # may find more; never less.
+        assert dynamic is None or not_better(dynamic, truth), (source, budget, dynamic, truth)
+        assert swept[0] or milp is None, "the dynamic program should have bound this pipeline"
+        assert not swept[1]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_larger_budget_never_loses_a_binding_in_the_dynamic_program(tmp_path, monkeypatch, seed):
+    rng = random.Random(500 + seed)
+    program = load(tmp_path, pipeline(rng))
+    monkeypatch.setattr(exact, "SWEEP_FROM_COLUMNS", 0)
+    previous = None
+    for budget in budgets(program, rng) + [math.inf]:
+        found = objective(bind.bind_template(program, program.systems["s"], "t", budget))
+        if previous is not None:
+            assert found is not None and found[:-1] >= previous[:-1], (budget, found, previous)
+        previous = found or previous
+
+
+@pytest.mark.parametrize(
+    "require, min_agents",
+    [("  require count(s0, tier = 1) <= 1", 0), ("", 2)],
+)
+def test_rules_it_does_not_model_go_to_the_milp(tmp_path, monkeypatch, require, min_agents):
+    rng = random.Random(7)
+    program = load(tmp_path, pipeline(rng, require, min_agents))
+    slots = program.topologies["t"].slots
+    assert sum(slot.lo for slot in slots) < 2 <= sum(slot.hi for slot in slots)  # min_agents binds
+    calls = []
+    real = pareto.sweep
+    monkeypatch.setattr(exact, "sweep", lambda *a: calls.append(real(*a)) or calls[-1])
+    for budget in budgets(program, rng):
+        swept: list = []
+        dynamic = bind_by(program, budget, monkeypatch, 0, swept)
+        assert dynamic is None or not_better(dynamic, brute_force(program, budget))
+        assert not any(swept)
+    assert calls and all(call is None for call in calls)
+
+
+def test_a_rotating_statement_goes_to_the_milp(tmp_path, monkeypatch):
+    source = pipeline(random.Random(3))
+    source = source.replace("role R0 {", 'role Critic {\n  max_output = 16\n  reads = verdict\n  prompt = "Check {{solution}}"\n}\nrole R0 {')
+    source = source.replace("  flow {", "  slot critic : Critic [1..2]\n  flow {")
+    source = source.replace("answer parallel s1(task, v0)", "answer refine s1(task, v0) with critic until approved")
+    source = source.replace("answer chain s1(task, v0)", "answer refine s1(task, v0) with critic until approved")
+    assert "refine" in source
+    program = load(tmp_path, source)
+    calls = []
+    real = pareto.sweep
+    monkeypatch.setattr(exact, "sweep", lambda *a: calls.append(real(*a)) or calls[-1])
+    monkeypatch.setattr(exact, "SWEEP_FROM_COLUMNS", 0)
+    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)  # one MILP for the whole template, offered first
+    found = bind.bind_template(program, program.systems["s"], "t", math.inf)
+    assert found.feasible and calls and all(call is None for call in calls)
+
+
+def test_a_label_that_costs_more_is_kept_only_for_a_higher_score():
+    import numpy as np
+
+    group = np.array([0, 0, 0, 0, 1])
+    key = np.array([2, 2, 1, 3, 0])
+    quality = np.array([1.0, 2.0, 5.0, 0.0, 0.0])
+    cost = np.array([5.0, 5.0, 1.0, 9.0, 9.0])
+    # Label 0 is beaten by 1 (same key and cost, more quality); 2, 1 and 3 form the staircase; 4 is alone.
+    assert sorted(pareto._unbeaten(group, key, quality, cost).tolist()) == [1, 2, 3, 4]
+
+
+
+def checked_by_the_first_slot(source: str) -> str:
+    """The last statement made a `refine` whose critic is the first slot, and every model given a
+    price tier from 60 prompt tokens: the first slot's prompts hold about 51 in the first statement
+    and more in the last, where they read the drafts."""
+    source = re.sub(r"answer (parallel|chain) s(\d+)\(task, v(\d+)\)", r"answer refine s\2(task, v\3) with s0 until approved", source)
+    tier = "  long_prompt { above = 60  input = 4.0  output = 8.0 }"
+    return re.sub(r"output = ([\d.]+)(  long_prompt \{[^}]*\})? \}", rf"output = \1{tier} }}", source)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_a_slot_in_two_statements_is_billed_at_its_longest_prompt(tmp_path, seed):
+    """The MILP once priced the first statement's calls of such a slot at its short prompt's rate,
+    under the exact bound, and compile refused the template (BAM504) at every budget it fits."""
+    rng = random.Random(seed)
+    source = checked_by_the_first_slot(pipeline(rng))
+    assert "with s0 until approved" in source and source.count("above = 60") == source.count("model m")
+    program = load(tmp_path, source)
+    for budget in budgets(program, rng) + [math.inf]:
+        found = objective(bind.bind_template(program, program.systems["s"], "t", budget))
+        assert found is not None or budget < math.inf
+        # Billed at the most a seat could read, it may find less than brute force; never more.
+        assert found is None or not_better(found, brute_force(program, budget)), (source, budget, found)
