@@ -1,4 +1,4 @@
-"""Binder wall time: one MILP per template, on HiGHS and on CBC, beside the per-vector binder it replaced.
+"""Binder wall time: the binder as shipped, its MILP on HiGHS and on CBC, beside the per-vector binder it replaced.
 
     python benchmarks/bench_binder.py [--baseline DIR] [--limit 60] [--runs 5] [--quick]
                                       [--shape N ...] [--no-cliff] [--between K] [--no-cbc]
@@ -18,10 +18,15 @@ geometrically between tight and loose; and the budget cliff, ten tier-1
 models and a tier-2 model with a 1-token output cap, at every budget from
 6,000 to 20,000 µ$.
 
-"CBC" is this tree's binder with `exact.optimise_columns` replaced by
+"HiGHS" is the binder as shipped: above `exact.SWEEP_FROM_COLUMNS` columns it
+first offers a pipeline to the dynamic program over slots (optimize/pareto.py)
+and solves no MILP where that answers. "MILP" is the same binder with the
+dynamic program switched off, so every binding comes from the template MILP on
+HiGHS; "CBC" is that binder with `exact.optimise_columns` replaced by
 `pulp_model.optimise_columns_with_cbc`: the same MILPs, solved by CBC through
-PuLP; "same" says whether it found the same objective (tier seats, quality,
-worst-case cost). A run past `--limit` seconds is stopped (the solver's own
+PuLP. "same" says whether two cells found the same objective (tier seats,
+quality, worst-case cost): "MILP same" the shipped binder against the MILP,
+"CBC same" CBC against HiGHS on the same MILP. A run past `--limit` seconds is stopped (the solver's own
 time limit, and a watchdog that ends the process) and shown as "> limit". The
 baseline refuses templates with more than 4,096 count vectors (BAM503).
 """
@@ -205,11 +210,14 @@ def _objective(found) -> list:
 
 
 def _patch_solver(solver: str, deadline) -> None:
-    """Give every MILP solve the time left before the deadline, and hand it to CBC when asked."""
+    """Give every MILP solve the time left before the deadline; switch the dynamic program off for
+    "milp" and "cbc", and hand the MILPs to CBC for "cbc"."""
     try:
         from bamasc.optimize import exact
     except ImportError:  # the per-vector binder: its solves have no time limit; the watchdog stops it
         return
+    if solver != "highs":
+        exact.SWEEP_FROM_COLUMNS = math.inf
     left = lambda: max(0.01, deadline() - time.monotonic())  # noqa: E731
     if solver == "cbc":
         from bamasc.optimize.pulp_model import optimise_columns_with_cbc
@@ -290,7 +298,7 @@ def row(cells) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def cells(label, cell, cbc, old, reference, limit, extra=()) -> list:
+def cells(label, cell, milp, cbc, old, reference, limit, extra=()) -> list:
     found = cell if cell["status"] == "ok" else None
     return [
         *label,
@@ -301,8 +309,10 @@ def cells(label, cell, cbc, old, reference, limit, extra=()) -> list:
         show(cell, limit),
         ratio(cell, reference),
         *extra,
+        show(milp, limit) if milp else "not run",
+        same(cell, milp) if milp else "n/a",
         show(cbc, limit) if cbc else "not run",
-        same(cell, cbc) if cbc else "n/a",
+        same(milp, cbc) if cbc else "n/a",
         show(old, limit) if old else "not run",
         ratio(old, cell) if old else "n/a",
         same(cell, old) if old else "n/a",
@@ -322,7 +332,7 @@ def main() -> None:
     parser.add_argument("--shape", type=int, action="append", metavar="N",
                         help="only these generated shapes (0-based, in the order of SHAPES); repeatable")
     parser.add_argument("--no-cliff", action="store_true", help="leave out the budget cliff table")
-    parser.add_argument("--no-cbc", action="store_true", help="leave out the CBC column (HiGHS alone)")
+    parser.add_argument("--no-cbc", action="store_true", help="leave out the MILP and CBC columns (the binder alone)")
     parser.add_argument("--between", type=int, default=0, metavar="K",
                         help="also bind each generated template at K budgets between its tight and loose ones")  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -336,9 +346,10 @@ def main() -> None:
 
     def trio(spec):
         new = measure(ROOT, {**spec, "solver": "highs"})
+        milp = None if args.no_cbc else measure(ROOT, {**spec, "solver": "milp"})
         cbc = None if args.no_cbc else measure(ROOT, {**spec, "solver": "cbc"})
         old = measure(baseline, {**spec, "solver": "highs"}) if baseline else None
-        return new, cbc, old
+        return new, milp, cbc, old
 
     import highspy
     import pulp
@@ -346,12 +357,13 @@ def main() -> None:
     version = f"{highspy.HIGHS_VERSION_MAJOR}.{highspy.HIGHS_VERSION_MINOR}.{highspy.HIGHS_VERSION_PATCH}"
     print(f"highspy {version}, PuLP {pulp.__version__}, {os.cpu_count()} CPUs; limit {limit:.0f} s a run; "
           f"median of up to {args.runs} warm runs; baseline: {args.baseline or 'none'}\n")  # fmt: skip
-    reference, cbc, old = trio({**base, "kind": "gsm8k", "path": GSM8K})
+    # The reference gets 11 warm runs at least: a compile is 20 to 50 ms, and its first few vary most.
+    reference, milp, cbc, old = trio({**base, "runs": max(args.runs, 11), "kind": "gsm8k", "path": GSM8K})
     header = ("case", "feasible", "worst case µ$", "tier seats", "solves", "HiGHS", "x gsm8k")
-    tail = ("CBC", "CBC same", "old binder", "old / new", "old same")
+    tail = ("MILP", "MILP same", "CBC", "CBC same", "old binder", "old / new", "old same")
     print(row(header + tail))
     print(row(["---"] * len(header + tail)))
-    print(row(cells(["gsm8k.bam compile"], reference, cbc, old, reference, limit)), flush=True)
+    print(row(cells(["gsm8k.bam compile"], reference, milp, cbc, old, reference, limit)), flush=True)
 
     shapes = SHAPES[:2] if args.quick else SHAPES
     if args.shape:
@@ -375,9 +387,9 @@ def main() -> None:
                           for i in range(1, args.between + 1)]  # fmt: skip
                 for kind, budget in named:
                     spec = {**base, "kind": "bind", "path": path, "system": "big", "template": "big", "budget": budget}
-                    new, cbc, old = trio(spec)
+                    new, milp, cbc, old = trio(spec)
                     label = [name, f"{vectors:,}" if vectors < 1e6 else f"{vectors:.1e}", f"{kind} {budget:,.0f}"]
-                    print(row(cells(label, new, cbc, old, reference, limit)), flush=True)
+                    print(row(cells(label, new, milp, cbc, old, reference, limit)), flush=True)
 
         if args.no_cliff:
             return
@@ -391,9 +403,9 @@ def main() -> None:
         first = None
         for budget in CLIFF_BUDGETS[:3] if args.quick else CLIFF_BUDGETS:
             spec = {**base, "kind": "bind", "path": path, "system": "s", "template": "linear", "budget": float(budget)}
-            new, cbc, old = trio(spec)
+            new, milp, cbc, old = trio(spec)
             first = first or new
-            print(row(cells([f"{budget:,}"], new, cbc, old, reference, limit, [ratio(new, first)])), flush=True)
+            print(row(cells([f"{budget:,}"], new, milp, cbc, old, reference, limit, [ratio(new, first)])), flush=True)
 
 
 if __name__ == "__main__":
