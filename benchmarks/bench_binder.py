@@ -50,27 +50,34 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GSM8K = os.path.join("examples", "gsm8k.bam")
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-# (slots, lo, hi, models): 1,024, 4,096, 4,096, 46,656 and 3**20 (3.5e9) count vectors.
-SHAPES = ((5, 0, 3, 2), (6, 0, 3, 2), (2, 0, 63, 2), (6, 0, 5, 2), (20, 1, 3, 50))
+# (slots, lo, hi, models, qualities): 1,024, 4,096, 4,096, 46,656, 3**20 (3.5e9) and 6**20 (3.7e15)
+# count vectors; the last two give each model a quality of its own, so fewer models dominate others.
+SHAPES = (
+    (5, 0, 3, 2, False), (6, 0, 3, 2, False), (2, 0, 63, 2, False), (6, 0, 5, 2, False), (20, 1, 3, 50, False),
+    (20, 0, 5, 50, False), (20, 1, 3, 50, True),
+)  # fmt: skip
 TIGHT = 1.3  # tight budget: this times the cheapest binding
 CLIFF_BUDGETS = range(6000, 20001, 1000)
 
 
-def pipeline_source(slots: int, lo: int, hi: int, models: int, shape: str, seed: int = 0) -> str:
+def pipeline_source(slots: int, lo: int, hi: int, models: int, shape: str, seed: int = 0, qualities: bool = False) -> str:
     """`slots` slots of [lo..hi] in a pipeline of `shape` statements, each reading the last one's value.
 
     Models take tiers 1, 2, 3 in turn, with seeded random prices (cheaper by
-    tier) and output caps; the budget is given at bind time."""
+    tier) and output caps, and with `qualities` a seeded quality each from 0.5
+    to 2; the budget is given at bind time."""
     rng = random.Random(seed)
+    graded = random.Random(seed + 1)
     out = []
     for m in range(models):
         tier = 1 + m % 3
         price_in = round(rng.uniform(0.05, 3.0) / tier, 3)
         price_out = round(price_in * rng.uniform(2, 5), 3)
         cap = rng.choice([256, 384, 512, 1024])
+        quality = f"  quality = {round(graded.uniform(0.5, 2.0), 2)}\n" if qualities else ""
         out.append(
             f'model m{m} {{\n  provider = fake\n  name = "m{m}"\n'
-            f"  price {{ input = {price_in}  output = {price_out} }}\n  tier = {tier}\n  max_output = {cap}\n}}"
+            f"  price {{ input = {price_in}  output = {price_out} }}\n  tier = {tier}\n  max_output = {cap}\n{quality}}}"
         )
     for s in range(slots):
         previous = f" {{{{v{s - 1}}}}}" if s else ""
@@ -374,12 +381,12 @@ def main() -> None:
         print(row(header + ("x gsm8k", *tail)))
         print(row(["---"] * (len(header) + 1 + len(tail))))
         for shape in ("parallel", "chain"):
-            for slots, lo, hi, models in shapes:
-                path = os.path.join(scratch, f"{shape}-{slots}-{lo}-{hi}-{models}.bam")
+            for slots, lo, hi, models, qualities in shapes:
+                path = os.path.join(scratch, f"{shape}-{slots}-{lo}-{hi}-{models}-{qualities}.bam")
                 with open(path, "w", encoding="utf-8") as file:
-                    file.write(pipeline_source(slots, lo, hi, models, shape))
+                    file.write(pipeline_source(slots, lo, hi, models, shape, qualities=qualities))
                 vectors = (hi - lo + 1) ** slots
-                name = f"{shape}, {slots} slots [{lo}..{hi}], {models} models"
+                name = f"{shape}, {slots} slots [{lo}..{hi}], {models} models{' with qualities' if qualities else ''}"
                 loose, medium, tight = budgets(path)
                 named = [("loose", loose), ("medium", medium), ("tight", tight)]
                 # --between K: K more budgets, geometrically spaced strictly between tight and loose.

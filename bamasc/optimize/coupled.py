@@ -35,7 +35,7 @@ class CoupledReads:
 
     value_seats: dict
     value_column: dict
-    couple_up_to: int  # COUPLE_UP_TO, or 0 where every read takes the R/Q form
+    couple_up_to: float  # COUPLE_UP_TO; 0 where every read takes the R/Q form, inf where none does
     input_rates: dict  # (seat, model) -> the input rate its reads are billed at
     products: list  # (z column, reader's x columns, source's x columns): z is their product
 

@@ -24,6 +24,7 @@ from bamasc.optimize.formulation import (
     tier_weights,
 )
 from bamasc.optimize.highs import optimise_columns
+from bamasc.optimize import pareto
 from bamasc.optimize.pareto import sweep
 from bamasc.optimize.problem import SeatProblem
 from bamasc.optimize.statements import Flow, analyse_fixed
@@ -175,10 +176,9 @@ class TemplateSolver:
         """(the MILP its answer is a solution of, every column's value or None when infeasible)."""
         lexicographic = not cheapest and self.method == "lexicographic"
         if lexicographic and seconds is None and model.ilp.width > SWEEP_FROM_COLUMNS:
-            swept = sweep(problem, model, BUDGET_TOLERANCE)
+            swept = self._sweep(problem, statements, model)
             if swept is not None:
-                self.sweeps += 1
-                return model, swept.values
+                return swept
         if cheapest:
             objectives = [scaled_objective(list(model.cost), 0.0)]
         else:
@@ -217,11 +217,51 @@ class TemplateSolver:
                 terms = [j for j, (_, _, m) in enumerate(current.ilp.seats) if problem.tiers[m] == tier]
                 row = MilpRow(f"tier[{tier}]", tuple(terms), (1.0,) * len(terms), known[tier], math.inf)
                 current = replace(current, ilp=replace(current.ilp, rows=(*current.ilp.rows, row)))
+        swept = self._sweep_narrowed(problem, statements, seconds, known)
+        if swept is not None:
+            return swept
         narrow = build(problem, statements, self.pool, self.roles, seconds, tier_seats=known)
         rest = _after_tiers(problem, narrow, quality_follows_tiers(problem, model.ilp))
         self.solves += len(rest)
         presolve = narrow.ilp.width <= NARROW_PRESOLVE_UP_TO_COLUMNS
         return narrow, optimise_columns(narrow.ilp, rest, presolve=presolve, sub_mips=False)
+
+    def _sweep(self, problem, statements, model, tier_seats=None):
+        """(the MILP that priced it, its binding's column values: None when none fits the budget) by
+        the dynamic program over slots (optimize/pareto.py), or None where that does not apply.
+
+        Where `model` prices some reads through R and Q (a seat reading many models), the dynamic
+        program prices them by a MILP built with every read a product instead, never solved: the
+        same bound, and 20 slots [1..3] x 50 models with qualities of their own (up to 15 models a
+        seat) bind without HiGHS (docs/benchmarks.md, "Pipelines without a MILP").
+        """
+        if pareto.arrangements(problem, model) > pareto.MOST_CONFIGURATIONS:
+            return None
+        swept = sweep(problem, model, BUDGET_TOLERANCE)
+        if swept is None and any(column.name.startswith("R[") for column in model.ilp.extra):
+            model = build(problem, statements, self.pool, self.roles, None, tier_seats=tier_seats, coupled_reads="all")
+            swept = sweep(problem, model, BUDGET_TOLERANCE)
+        if swept is None:
+            return None
+        self.sweeps += 1
+        return model, swept.values
+
+    def _sweep_narrowed(self, problem, statements, seconds, known):
+        """`_sweep` on the MILP without the tiers found with no seats, or None.
+
+        Every best binding of the whole MILP uses no model of those tiers, so a best binding of
+        the narrowed one is a best binding of the whole: the same tier seats, quality and cost.
+        With fewer models a slot, the arrangements may fit the dynamic program where the whole
+        MILP's did not, and the quality and cost objectives are not solved at all.
+        """
+        none = {tier: 0 for tier, n in known.items() if n == 0}
+        if seconds is not None or not none:
+            return None
+        model = build(problem, statements, self.pool, self.roles, None, tier_seats=none, coupled_reads=True)
+        swept = self._sweep(problem, statements, model, tier_seats=none)
+        if swept is None or swept[1] is None:
+            return None  # the MILP below decides
+        return swept
 
     def latency(self, found: Found) -> float:
         """The binding's worst-case latency on its graph (ir/latency.py), independently of the MILP."""

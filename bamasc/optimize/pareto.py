@@ -21,8 +21,12 @@ the MILP would find: most seats of each tier strongest first, then the highest
 quality (within `QUALITY_TOLERANCE`), then the lowest cost, all priced by the
 MILP's own cost coefficients, so exact.py checks the answer the same way.
 
-What it deliberately does not do: `require` rows, excluded bindings, a
-`min_agents` above the slots' lower counts, routes, rotating statements,
+A `min_agents` above the slots' lower counts is left out of the program: where
+the best binding without it seats that many, it is the best binding with it
+(the MILP with the row allows a subset of the same bindings); where it seats
+fewer, `sweep` returns None.
+
+What it deliberately does not do: `require` rows, excluded bindings, routes, rotating statements,
 deadlines, reads priced through R and Q, the paper's weights, or the cheapest
 binding. `sweep` returns None for those, and for templates whose
 configurations or labels would grow past `MOST_CONFIGURATIONS` or
@@ -67,10 +71,21 @@ def sweep(problem: SeatProblem, model, budget_tolerance: float) -> Swept | None:
     return _solve(problem, model, slots, products, configurations, budget_tolerance)
 
 
+def arrangements(problem: SeatProblem, model) -> int:
+    """The most configurations a slot of `model` allows (`sweep` takes up to `MOST_CONFIGURATIONS`)."""
+    offered = [0] * len(problem.slot_names)
+    for s, k, _ in model.ilp.seats:
+        offered[s] += k == 0
+    return max(
+        (sum(math.comb(n + o - 1, n) if o else n == 0 for n in range(lo, hi + 1)) for o, lo, hi in zip(offered, problem.lo, problem.hi)),
+        default=1,
+    )
+
+
 def _shape(problem: SeatProblem, model):
     """Per slot its columns [instance][rank] and offered models; the products, or None if not a pipeline."""
     ilp = model.ilp
-    if problem.excluded or problem.require or problem.min_agents > sum(problem.lo):
+    if problem.excluded or problem.require:
         return None
     if any(row.family.split("[")[0] not in _ROWS for row in ilp.rows):
         return None
@@ -123,13 +138,13 @@ def _solve(problem, model, slots, products, configurations, budget_tolerance) ->
     limit = problem.budget * (1 + budget_tolerance) if math.isfinite(problem.budget) else math.inf
 
     # Per slot and configuration: tier key, quality and the cost of its own seats and products.
-    fills = [_fills(configs, ilp.width) for configs in configurations]  # [slot]: configurations x columns, 0/1
+    fills = [_fills(configs, len(ilp.seats)) for configs in configurations]  # [slot]: configurations x seats, 0/1
     tier_key = np.array([weight[problem.tiers[m]] for m in model_of], dtype=np.int64)
     quality_of = np.array([problem.quality[s][m] for s, _, m in ilp.seats])
     seat_cost = np.array(model.cost[: len(ilp.seats)])
-    keys = [f[:, : len(ilp.seats)].astype(np.int64) @ tier_key for f in fills]
-    qualities = [f[:, : len(ilp.seats)] @ quality_of for f in fills]
-    own = [f[:, : len(ilp.seats)] @ seat_cost for f in fills]
+    keys = [f.astype(np.int64) @ tier_key for f in fills]
+    qualities = [f @ quality_of for f in fills]
+    own = [f @ seat_cost for f in fills]
     # cross[s][a, b]: products between slot s - 1 in configuration a and slot s in configuration b.
     cross = [None] + [np.zeros((len(configurations[s - 1]), len(configurations[s]))) for s in range(1, len(slots))]
     by_pair: dict = defaultdict(list)
@@ -194,6 +209,8 @@ def _solve(problem, model, slots, products, configurations, budget_tolerance) ->
         chosen = int(layers[s][4][chosen])
     for _, z, readers, sources in products:
         values[z] = float(sum(values[j] for j in readers) * sum(values[j] for j in sources))
+    if sum(values[: len(ilp.seats)]) < problem.min_agents:
+        return None  # the best binding without `min_agents` breaks it: the MILP decides
     return Swept(values)
 
 
@@ -220,7 +237,7 @@ def _at_least(keys, qualities, j, i) -> bool:
 
 
 def _fills(configurations, width: int):
-    """Configurations x columns: 1.0 where the configuration fills the column."""
+    """Configurations x seat columns: 1.0 where the configuration fills the column."""
     import numpy as np
 
     out = np.zeros((len(configurations), width))

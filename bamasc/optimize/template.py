@@ -72,7 +72,7 @@ def build(
     roles,
     deadline: float | None = None,
     tier_seats: dict[int, int] | None = None,
-    coupled_reads: bool | None = None,
+    coupled_reads: bool | str | None = None,
 ) -> TemplateIlp:
     """The template MILP for `problem`'s seats (its lo..hi ranges) and the flow's `statements`.
 
@@ -82,7 +82,9 @@ def build(
     with at least those seats of the tiers it names (exactly those, after the
     tier objectives that found them): models of a tier with none are not
     offered. Reads take the products of optimize/coupled.py unless
-    `coupled_reads` is False; by default only where `tier_seats` is None.
+    `coupled_reads` is False; by default only where `tier_seats` is None, and
+    only for seats that read few models (`COUPLE_UP_TO`) unless it is "all"
+    (a MILP to price bindings by, for optimize/pareto.py, not to solve).
     """
     offered = offered_exactly(problem, pool, roles)
     if tier_seats is not None:
@@ -91,7 +93,7 @@ def build(
     builder = _Builder(problem, seats, offered, pool, roles)
     if coupled_reads is None:
         coupled_reads = tier_seats is None
-    builder.couple_up_to = coupled.COUPLE_UP_TO if coupled_reads else 0
+    builder.couple_up_to = math.inf if coupled_reads == "all" else coupled.COUPLE_UP_TO if coupled_reads else 0
     # Every seat's prompt bound first: a seat called in two statements is billed at the highest
     # prompt tier any of its calls reaches, including in the statements priced before that one.
     for statement in statements:
