@@ -16,7 +16,9 @@ tier counts and then quality are at least as high (compared in that order) and
 its cost no higher: every way of completing the second completes the first at
 least as well. Only the labels nothing beats are kept, and only those that can
 still be completed within the budget (the cheapest completion of each b is
-found first, backwards). The best complete label is the lexicographic optimum
+found first, backwards), and whose tier counts can still reach those of some
+binding within the budget (one found first by keeping a single label per
+configuration). The best complete label is the lexicographic optimum
 the MILP would find: most seats of each tier strongest first, then the highest
 quality (within `QUALITY_TOLERANCE`), then the lowest cost, all priced by the
 MILP's own cost coefficients, so exact.py checks the answer the same way.
@@ -179,8 +181,15 @@ def _solve(problem, model, slots, products, configurations, budget_tolerance) ->
     if not (own[0] + rest[0]).min() <= limit:
         return Swept(None)
 
+    # A label whose key cannot reach the key of some binding within the budget, even with the
+    # strongest configuration in every slot after it, leads to no best binding: it is not kept.
+    floor = _some_key(keys, own, cross, rest, limit)
+    most_after = np.zeros(len(keys), dtype=np.int64)  # [s]: the highest key slots s+1.. can add
+    for s in range(len(keys) - 2, -1, -1):
+        most_after[s] = most_after[s + 1] + keys[s + 1].max()
+
     # Forward: per slot, the labels kept, as arrays (configuration, key, quality, cost, parent label).
-    state = np.flatnonzero(own[0] + rest[0] <= limit)
+    state = np.flatnonzero((own[0] + rest[0] <= limit) & (keys[0] + most_after[0] >= floor))
     layer = (state, keys[0][state], qualities[0][state], own[0][state], np.full(len(state), -1))
     layers = [layer]
     for s in range(1, len(slots)):
@@ -188,7 +197,8 @@ def _solve(problem, model, slots, products, configurations, budget_tolerance) ->
         if len(state_prev) * len(configurations[s]) > MOST_LABELS * 8:
             return None
         cost = cost_prev[:, None] + cross[s][state_prev, :] + own[s][None, :]
-        parent, b = np.nonzero(cost + rest[s][None, :] <= limit)
+        reach = key_prev[:, None] + keys[s][None, :] + most_after[s] >= floor
+        parent, b = np.nonzero((cost + rest[s][None, :] <= limit) & reach)
         cost = cost[parent, b]
         key = key_prev[parent] + keys[s][b]
         quality = quality_prev[parent] + qualities[s][b]
@@ -214,6 +224,22 @@ def _solve(problem, model, slots, products, configurations, budget_tolerance) ->
     return Swept(values)
 
 
+def _some_key(keys, own, cross, rest, limit) -> int:
+    """The key of a binding within the budget, found by keeping one label per configuration (the
+    highest key, then the lowest cost): a lower bound on the best binding's key, in one pass."""
+    import numpy as np
+
+    key = np.where(own[0] + rest[0] <= limit, keys[0], -1)
+    cost = own[0]
+    for s in range(1, len(keys)):
+        total = cost[:, None] + cross[s] + own[s][None, :]
+        score = np.where((key[:, None] >= 0) & (total + rest[s][None, :] <= limit), key[:, None], -1)
+        best = score.max(axis=0)
+        cost = np.where(score == best[None, :], total, np.inf).min(axis=0)
+        key = np.where(best >= 0, best + keys[s], -1)
+    return int(key.max())
+
+
 def _undominated(s, keys, qualities, own, cross):
     """The configurations of slot s that no other of the slot beats everywhere: (key, quality) at
     least as high in that order, its own cost and every product with a neighbour no higher. Any
@@ -224,16 +250,17 @@ def _undominated(s, keys, qualities, own, cross):
     left = cross[s].T if s else np.zeros((n, 0))
     right = cross[s + 1] if s + 1 < len(cross) else np.zeros((n, 0))
     profile = np.hstack([own[s][:, None], left, right])
+    # Strongest first: every configuration kept before i has (key, quality) at least i's, so i is
+    # beaten exactly when one of them costs no more anywhere.
     order = np.lexsort((-qualities[s], -keys[s]))
-    kept: list[int] = []
+    kept = np.empty(n, dtype=np.int64)
+    rows = np.empty_like(profile)
+    m = 0
     for i in order:
-        if not any(_at_least(keys[s], qualities[s], j, i) and (profile[j] <= profile[i]).all() for j in kept):
-            kept.append(int(i))
-    return np.array(sorted(kept), dtype=np.int64)
-
-
-def _at_least(keys, qualities, j, i) -> bool:
-    return keys[j] > keys[i] or (keys[j] == keys[i] and qualities[j] >= qualities[i])
+        if not m or not (rows[:m] <= profile[i]).all(axis=1).any():
+            kept[m], rows[m] = i, profile[i]
+            m += 1
+    return np.sort(kept[:m])
 
 
 def _fills(configurations, width: int):
