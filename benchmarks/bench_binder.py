@@ -1,7 +1,7 @@
 """Binder wall time: the binder as shipped, its MILP on HiGHS and on CBC, beside the per-vector binder it replaced.
 
     python benchmarks/bench_binder.py [--baseline DIR] [--limit 60] [--runs 5] [--quick]
-                                      [--shape N ...] [--no-cliff] [--between K] [--no-cbc]
+                                      [--shape N ...] [--no-cliff] [--between K] [--budget µ$ ...] [--no-cbc] [--no-cbc-only]
 
 Every cell is measured in a fresh process that imports one source tree (this
 one, or the `--baseline` tree, e.g. `git worktree add DIR 5a565ea`, the binder
@@ -13,10 +13,10 @@ same run; "x gsm8k" is a cell's time over it.
 Cases: generated pipelines of `v_i = parallel s_i(task, v_{i-1})` (or `chain`)
 statements, each bound at three budgets: loose (every seat at its largest
 count fits on tier 1), tight (1.3 x the cheapest binding) and medium (their
-geometric mean), and with `--between K` at K more budgets spaced
-geometrically between tight and loose; and the budget cliff, ten tier-1
-models and a tier-2 model with a 1-token output cap, at every budget from
-6,000 to 20,000 µ$.
+geometric mean), with `--between K` at K more budgets spaced geometrically
+between tight and loose, and with `--budget` at those given; and the budget
+cliff, ten tier-1 models and a tier-2 model with a 1-token output cap, at
+every budget from 6,000 to 20,000 µ$.
 
 "HiGHS" is the binder as shipped: above `exact.SWEEP_FROM_COLUMNS` columns it
 first offers a pipeline to the dynamic program over slots (optimize/pareto.py)
@@ -340,8 +340,11 @@ def main() -> None:
                         help="only these generated shapes (0-based, in the order of SHAPES); repeatable")
     parser.add_argument("--no-cliff", action="store_true", help="leave out the budget cliff table")
     parser.add_argument("--no-cbc", action="store_true", help="leave out the MILP and CBC columns (the binder alone)")
+    parser.add_argument("--no-cbc-only", action="store_true", help="leave out the CBC column, keep the MILP one")
     parser.add_argument("--between", type=int, default=0, metavar="K",
                         help="also bind each generated template at K budgets between its tight and loose ones")  # fmt: skip
+    parser.add_argument("--budget", type=float, action="append", default=[], metavar="µ$",
+                        help="also bind each generated template at this budget; repeatable")  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -354,7 +357,7 @@ def main() -> None:
     def trio(spec):
         new = measure(ROOT, {**spec, "solver": "highs"})
         milp = None if args.no_cbc else measure(ROOT, {**spec, "solver": "milp"})
-        cbc = None if args.no_cbc else measure(ROOT, {**spec, "solver": "cbc"})
+        cbc = None if args.no_cbc or args.no_cbc_only else measure(ROOT, {**spec, "solver": "cbc"})
         old = measure(baseline, {**spec, "solver": "highs"}) if baseline else None
         return new, milp, cbc, old
 
@@ -392,6 +395,7 @@ def main() -> None:
                 # --between K: K more budgets, geometrically spaced strictly between tight and loose.
                 named += [("between", float(round(tight * (loose / tight) ** (i / (args.between + 1)))))
                           for i in range(1, args.between + 1)]  # fmt: skip
+                named += [("given", budget) for budget in args.budget]
                 for kind, budget in named:
                     spec = {**base, "kind": "bind", "path": path, "system": "big", "template": "big", "budget": budget}
                     new, milp, cbc, old = trio(spec)
