@@ -61,7 +61,8 @@ SWEEP_FROM_COLUMNS = 1000
 (optimize/pareto.py), which binds pipelines without a MILP where it applies: on 20 slots x 50 models
 it took the medium and tight binds from 0.4-7 s to 60-150 ms (docs/benchmarks.md), the same
 bindings; the loose ones, which HiGHS solves at the root, went from 90-130 to 120-180 ms. Smaller
-MILPs keep HiGHS, whose answers the example plans were made with."""
+MILPs keep HiGHS, whose answers the example plans were made with. Above it, too, a MILP solved tier
+by tier is offered again without the tiers found empty (`TemplateSolver._sweep_narrowed`)."""
 
 COMBINE_UP_TO_COLUMNS = 1000
 """MILPs up to this many columns solve all objectives at once (`_combined`): two slots of [0..63]
@@ -217,7 +218,7 @@ class TemplateSolver:
                 terms = [j for j, (_, _, m) in enumerate(current.ilp.seats) if problem.tiers[m] == tier]
                 row = MilpRow(f"tier[{tier}]", tuple(terms), (1.0,) * len(terms), known[tier], math.inf)
                 current = replace(current, ilp=replace(current.ilp, rows=(*current.ilp.rows, row)))
-        swept = self._sweep_narrowed(problem, statements, seconds, known)
+        swept = self._sweep_narrowed(problem, statements, seconds, known) if model.ilp.width > SWEEP_FROM_COLUMNS else None
         if swept is not None:
             return swept
         narrow = build(problem, statements, self.pool, self.roles, seconds, tier_seats=known)
