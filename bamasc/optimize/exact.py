@@ -106,7 +106,6 @@ class TemplateSolver:
         self.roles = [program.roles[slot.role] for slot in topology.slots]
         self.solves = 0
         self.cuts = 0
-        self.sweeps = 0  # bindings found by optimize/pareto.py instead of a MILP
         self._unrolled: dict[tuple, Unrolled] = {}
         if largest is not None:
             self._unrolled[tuple(slot.hi for slot in topology.slots)] = largest
@@ -227,7 +226,7 @@ class TemplateSolver:
         presolve = narrow.ilp.width <= NARROW_PRESOLVE_UP_TO_COLUMNS
         return narrow, optimise_columns(narrow.ilp, rest, presolve=presolve, sub_mips=False)
 
-    def _sweep(self, problem, statements, model, tier_seats=None):
+    def _sweep(self, problem, statements, model):
         """(the MILP that priced it, its binding's column values: None when none fits the budget) by
         the dynamic program over slots (optimize/pareto.py), or None where that does not apply.
 
@@ -236,16 +235,11 @@ class TemplateSolver:
         same bound, and 20 slots [1..3] x 50 models with qualities of their own (up to 15 models a
         seat) bind without HiGHS (docs/benchmarks.md, "Pipelines without a MILP").
         """
-        if pareto.arrangements(problem, model) > pareto.MOST_CONFIGURATIONS:
-            return None
         swept = sweep(problem, model, BUDGET_TOLERANCE)
-        if swept is None and any(column.name.startswith("R[") for column in model.ilp.extra):
-            model = build(problem, statements, self.pool, self.roles, None, tier_seats=tier_seats, coupled_reads="all")
+        if swept is None and _reads_through_r(model) and pareto.arrangements(problem, model) <= pareto.MOST_CONFIGURATIONS:
+            model = build(problem, statements, self.pool, self.roles, None, coupled_reads="all")
             swept = sweep(problem, model, BUDGET_TOLERANCE)
-        if swept is None:
-            return None
-        self.sweeps += 1
-        return model, swept.values
+        return None if swept is None else (model, swept.values)
 
     def _sweep_narrowed(self, problem, statements, seconds, known):
         """`_sweep` on the MILP without the tiers found with no seats, or None.
@@ -258,11 +252,12 @@ class TemplateSolver:
         none = {tier: 0 for tier, n in known.items() if n == 0}
         if seconds is not None or not none:
             return None
-        model = build(problem, statements, self.pool, self.roles, None, tier_seats=none, coupled_reads=True)
-        swept = self._sweep(problem, statements, model, tier_seats=none)
-        if swept is None or swept[1] is None:
+        # Built for the dynamic program alone, so every read is a product whatever its width.
+        model = build(problem, statements, self.pool, self.roles, None, tier_seats=none, coupled_reads="all")
+        swept = sweep(problem, model, BUDGET_TOLERANCE)
+        if swept is None or swept.values is None:
             return None  # the MILP below decides
-        return swept
+        return model, swept.values
 
     def latency(self, found: Found) -> float:
         """The binding's worst-case latency on its graph (ir/latency.py), independently of the MILP."""
@@ -292,6 +287,11 @@ class TemplateSolver:
         quality = math.fsum(problem.quality[s][m] for s, _, m in seats)
         exact = worst_case_cost(unrolled.calls, bounds, unrolled.choices)
         return Found(counts, seats, unrolled, bounds, exact, tier_seats, quality)
+
+
+def _reads_through_r(model) -> bool:
+    """Does the template MILP price some seat's reads through R and Q (template._Builder.reads)?"""
+    return any(column.name.startswith("R[") for column in model.ilp.extra)
 
 
 def _after_tiers(problem: SeatProblem, model, follows: bool) -> list[Objective]:

@@ -29,7 +29,8 @@ the best binding without it seats that many, it is the best binding with it
 fewer, `sweep` returns None.
 
 What it deliberately does not do: `require` rows, excluded bindings, routes, rotating statements,
-deadlines, reads priced through R and Q, the paper's weights, or the cheapest
+deadlines, reads priced through R and Q (exact.py builds such a template's MILP
+again with every read a product, for this module only), the paper's weights, or the cheapest
 binding. `sweep` returns None for those, and for templates whose
 configurations or labels would grow past `MOST_CONFIGURATIONS` or
 `MOST_LABELS`; the MILP solves them.
@@ -63,13 +64,13 @@ class Swept:
 
 def sweep(problem: SeatProblem, model, budget_tolerance: float) -> Swept | None:
     """The best binding of the template MILP `model` by dynamic programming, or None where it does not apply."""
+    if arrangements(problem, model) > MOST_CONFIGURATIONS:
+        return None
     shape = _shape(problem, model)
     if shape is None:
         return None
     slots, products = shape
     configurations = [_configurations(problem, s, columns) for s, columns in enumerate(slots)]
-    if any(len(c) > MOST_CONFIGURATIONS for c in configurations):
-        return None
     return _solve(problem, model, slots, products, configurations, budget_tolerance)
 
 
@@ -121,8 +122,6 @@ def _configurations(problem: SeatProblem, s: int, columns: dict) -> list[tuple[i
             continue
         for ranks in itertools.combinations_with_replacement(range(offered), n):
             out.append(tuple(columns[k][r][0] for k, r in enumerate(ranks)))
-            if len(out) > MOST_CONFIGURATIONS:
-                return out
     return out
 
 

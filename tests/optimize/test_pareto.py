@@ -181,19 +181,23 @@ def test_without_the_tiers_found_empty_the_dynamic_program_binds_what_it_could_n
     """Solved tier by tier, a MILP whose slots allow too many arrangements is offered again to the
     dynamic program once the tiers found with no seats are taken out; the binding is the MILP's."""
     narrowed = []
-    real = exact.TemplateSolver._sweep
+    real = exact.TemplateSolver._sweep_narrowed
 
-    def only_narrowed(self, problem, statements, model, tier_seats=None):
-        if tier_seats is None:
-            return None  # as if the whole MILP's slots held more than MOST_CONFIGURATIONS
-        narrowed.append(real(self, problem, statements, model, tier_seats))
+    def recorded(self, *args):
+        narrowed.append(real(self, *args))
         return narrowed[-1]
 
+    # As if the whole MILP's slots held more than MOST_CONFIGURATIONS.
+    refused = lambda self, problem, statements, model: None  # noqa: E731
     for seed in range(16):
         rng = random.Random(700 + seed)
         program = load(tmp_path, pipeline(rng))
         for budget in budgets(program, rng):
-            patches = (exact, "SPLIT_FROM_COLUMNS", 0), (exact.TemplateSolver, "_sweep", only_narrowed)
+            patches = (
+                (exact, "SPLIT_FROM_COLUMNS", 0),
+                (exact.TemplateSolver, "_sweep", refused),
+                (exact.TemplateSolver, "_sweep_narrowed", recorded),
+            )
             like_the_milp(program, budget, monkeypatch, *patches)
     assert any(found is not None for found in narrowed)
 
