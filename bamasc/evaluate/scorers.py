@@ -9,7 +9,10 @@ MATH benchmark's own (fractions, `\\left`/`\\right`, units, degrees, percent
 and dollar signs, spaces, `0.5` for `\\frac{1}{2}`, `a/b` for `\\frac{a}{b}`);
 when the strings differ, sympy compares their values, reading only numbers,
 single-letter variables and a short list of functions and constants, so it
-never evaluates arbitrary text. The scorer `math-strict` (math_strict.py) is
+never evaluates arbitrary text. It refuses what implicit multiplication would
+read as the gold's value: a number right after a bracket or a letter
+(`\\frac{14}{3}1`), a leading zero (`01`), and an answer naming a variable or
+constant the other does not (`0a`, `0\\pi`). The scorer `math-strict` (math_strict.py) is
 the benchmark's own check, string equality alone.
 """
 
@@ -69,7 +72,8 @@ def exact_number(text: str):
 
 # ---------------------------------------------------------------- MATH
 
-_UNIT_TEXT = re.compile(r"\\(?:text|mbox|textbf|mathrm)\{\s*[^{}]*\}")
+# A unit is a \\text{...} that ends the answer (with a power: cm^2), after a value.
+_UNIT_TEXT = re.compile(r"(?<=[0-9}])\s*\\(?:text|mbox|textbf|mathrm)\{\s*[^{}]*\}(?:\^\{?\d\}?)?\s*$")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SLASH = re.compile(r"^(-?\d+)/(\d+)$")
 _DECIMAL = re.compile(r"^-?\d*\.\d+$|^-?\d+$")
@@ -117,7 +121,7 @@ def _remove_units(text: str) -> str:
     whole = re.fullmatch(r"\\(?:text|mbox|textbf|mathrm)\{([^{}]*)\}", stripped)
     if whole:
         return whole.group(1)
-    return _UNIT_TEXT.sub("", text) if re.search(r"[0-9}]\s*\\(?:text|mbox|textbf|mathrm)\{", text) else text
+    return _UNIT_TEXT.sub("", text)
 
 
 def _fix_sqrt(text: str) -> str:
@@ -267,11 +271,39 @@ def _to_sympy_text(latex: str) -> str | None:
     return text
 
 
+# Text sympy would read as a product nobody writes: a number right after a bracket or a
+# letter (`\\frac{14}{3}1`, `3\\sqrt{13}1`, `x2`), or a number with a leading zero (`01`).
+# Implicit multiplication would read the stray digit as "x 1" and the answer as the gold's value.
+_STRAY_NUMBER = re.compile(r"[)A-Za-z]\s*[0-9.]|(?<![0-9.])0[0-9]")
+
+
+def _stray(text: str) -> bool:
+    return _STRAY_NUMBER.search(text) is not None
+
+
+_FUNCTIONS = frozenset({"sqrt", "exp", "log", "ln", "sin", "cos", "tan", "Abs"})
+_CONSTANTS = _ALLOWED_NAMES - _FUNCTIONS
+
+
+def _variables(text: str) -> frozenset[str]:
+    """The letters and constants an answer names: `0a` names `a` and `0\\pi` names pi, though
+    sympy reads both as 0; two answers naming different ones are different answers."""
+    named: set[str] = set()
+    for name in _IDENTIFIER.findall(text):
+        if name in _CONSTANTS:
+            named.add(name)
+        elif name not in _FUNCTIONS:
+            named.update(name)
+    return frozenset(named)
+
+
 def _sympy_equal(left: str, right: str) -> bool:
     if len(left) > 200 or len(right) > 200:
         return False
     a_text, b_text = _to_sympy_text(left), _to_sympy_text(right)
     if a_text is None or b_text is None:
+        return False
+    if _stray(a_text) or _stray(b_text) or _variables(a_text) != _variables(b_text):
         return False
     try:
         import sympy
