@@ -76,6 +76,8 @@ class ExecOptions:
     allocator: object = None  # picks each task's per-task budget under the total (runtime/allocate.py)
     ledger: object = None  # a BatchBudget (or one behind an actor) to share instead of a new one of total_budget
     limiter: object = None  # a shared runtime.limiter.RateLimiter; None: one for this run from the models' rate_limits
+    providers: object = None  # model -> Provider, instead of make_provider (the Python API's injected providers)
+    listener: object = None  # called with (kind, record) as each reserve, call and task line is written
 
 
 def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[str]]:
@@ -199,10 +201,17 @@ class Summary:
 
 
 class Recorder(TraceWriter):
-    def __init__(self, path, summary: Summary, calls: list | None):
+    def __init__(self, path, summary: Summary, calls: list | None, listener=None):
         super().__init__(path)
         self.summary = summary
         self.calls = calls
+        self.listener = listener
+
+    def reserve(self, record: dict) -> str:
+        held = super().reserve(record)
+        if self.listener is not None:
+            self.listener("reserve", {"id": held, **record})
+        return held
 
     def call(self, record: dict, count: bool = True) -> None:
         if count:  # charges of earlier runs are in the trace, not in this run's totals
@@ -210,6 +219,13 @@ class Recorder(TraceWriter):
             if self.calls is not None:
                 self.calls.append(record)
         super().call(record)
+        if count and self.listener is not None:
+            self.listener("call", record)
+
+    def task(self, record: dict) -> None:
+        super().task(record)
+        if self.listener is not None:
+            self.listener("task", record)
 
 
 def make_providers(program, system_name: str, options: ExecOptions, models=None) -> dict:
@@ -217,6 +233,8 @@ def make_providers(program, system_name: str, options: ExecOptions, models=None)
     from bamasc.runtime.providers import make_provider
 
     names = program.systems[system_name].models if models is None else sorted(models)
+    if options.providers is not None:
+        return {name: options.providers(program.models[name]) for name in names}
     return {
         name: make_provider(program.models[name], fake_mode=options.fake_mode, cassette=options.cassette, record=options.record)
         for name in names
@@ -266,7 +284,9 @@ def make_limiter(program, models, options: ExecOptions):
 
     if options.limiter is not None:
         return options.limiter
-    if options.fake_mode is not None or (options.cassette is not None and not options.record):
+    if options.fake_mode is not None or (options.cassette is not None and not options.record) or getattr(
+        options.providers, "offline", False
+    ):
         return None
     return limiter_for(program.models[name] for name in sorted(models))
 

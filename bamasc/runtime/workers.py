@@ -222,7 +222,7 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
     summary = Summary()
     # Opened first: the trace's lock keeps a second run of it from reading the
     # same ledgers and paying for the same tasks at the same time.
-    trace = Recorder(options.trace_path, summary, calls)
+    trace = Recorder(options.trace_path, summary, calls, options.listener)
     providers: dict = {}
     totals = BatchTotals()
     try:
