@@ -139,8 +139,9 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
         latency = critical_path(graph).seconds
         amounts = cost_amounts(binding.unrolled.calls, binding.bounds)
         decisions = plan_decisions(nodes, binding.unrolled.choices, amounts)
-    elif binding.binding_rows == (DEADLINE_ROW,):
-        # Bound, but too slow for the deadline: its bound says by how much.
+    elif binding.binding_rows == (DEADLINE_ROW,) and binding.unrolled is not None:
+        # Bound, but too slow for the deadline (compile's check on its graph): its bound says by how much.
+        # A template the binder found no binding for within the deadline has no binding to measure.
         from bamasc.ir.latency import worst_case_latency
 
         model_of = {(s.slot, s.instance): program.models[s.model] for s in binding.seats}

@@ -116,17 +116,29 @@ def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]
     return notes
 
 
-def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | None) -> str:
-    template = pick_template(system, template_name)
-    if not template.feasible and template.binding_rows == (DEADLINE_ROW,):
+def infeasible_text(system: SystemPlan, template: TemplatePlan) -> str:
+    """Why an infeasible template has no binding, from what its plan records."""
+    rows = ", ".join(template.binding_rows) or "budget"
+    if template.binding_rows == (DEADLINE_ROW,) and template.worst_case_latency_s is not None:
+        # Bound within the budget, and its binding's critical path passes the deadline.
         return (
             f"template {template.name} misses the deadline: its binding may take {template.worst_case_latency_s:.3f} s, "
             f"above the deadline of {system.deadline_s:g} s (within the budget of {system.budget:g} µ$)"
         )
+    if DEADLINE_ROW in template.binding_rows and template.cheapest_cost is None:
+        # The binder found none within the deadline at any budget: there is no binding to time.
+        return (
+            f"template {template.name} misses the deadline: every binding its rules allow may take longer than "
+            f"{system.deadline_s:g} s; binding rows: {rows}"
+        )
+    needs = f"{template.cheapest_cost:.1f} µ$" if template.cheapest_cost is not None else "no budget (rules conflict)"
+    return f"template {template.name} has no binding within {system.budget:g} µ$: needs {needs}; binding rows: {rows}"
+
+
+def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | None) -> str:
+    template = pick_template(system, template_name)
     if not template.feasible:
-        rows = ", ".join(template.binding_rows) or "budget"
-        needs = f"{template.cheapest_cost:.1f} µ$" if template.cheapest_cost is not None else "no budget (rules conflict)"
-        return f"template {template.name} has no binding within {system.budget:g} µ$: needs {needs}; binding rows: {rows}"
+        return infeasible_text(system, template)
     prices = plan.prices
     call_rows = []
     for node in template.nodes:
