@@ -1,0 +1,137 @@
+"""The API's public records: templates and seats of a plan, tasks, calls, results and the events of a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One slot instance of a template and the model bound to it."""
+
+    slot: str
+    instance: int
+    model: str
+
+
+@dataclass(frozen=True)
+class Template:
+    """One template of a compiled system: its binding and its proven worst case."""
+
+    name: str
+    feasible: bool
+    bound: float | None  # µ$: the proven worst-case cost of the binding; None when infeasible
+    latency_bound_s: float | None  # seconds on the critical path; None without latencies or when infeasible
+    binding: tuple[Seat, ...]
+    selected: bool  # the template the system's rule picks
+    cheapest: float | None = None  # when infeasible: the budget (µ$) from which it binds, if any
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task to run: its id (in the trace and the results) and its text."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """One attempt at a call, as its trace line records it (docs/trace.md)."""
+
+    node: str  # the plan node, slot[instance]@statement.label
+    role: str | None
+    model: str
+    attempt: int
+    prompt_tokens: int
+    completion_tokens: int
+    reserved: float  # µ$ held before the attempt
+    charged: float  # µ$ charged for it
+    latency_ms: float | None
+    clamped: bool  # max_tokens was lowered to fit the budget
+    skipped: bool  # not made: the budget or the deadline left no room
+    error: str | None
+    rate_wait_s: float | None = None  # seconds waited for the provider key's rate limit
+
+
+@dataclass(frozen=True)
+class Result:
+    """How one task ended (the task line of the trace) and its calls."""
+
+    task_id: str
+    answer: str | None  # the answer extracted as the system's `answer` kind says, or None
+    output: str | None  # the raw text the answer came from
+    status: str  # ok | exhausted | failed | error | overbilled | skipped_total
+    cost: float  # µ$ charged, earlier runs of the task included
+    budget: float | None  # µ$ the task ran under; None when skipped for the total
+    bound: float | None  # µ$: the template's proven worst case
+    template: str | None
+    error: str | None
+    exhausted: str | None  # "budget" or "deadline" when that ran out
+    elapsed_s: float
+    calls: tuple[Call, ...]  # every attempt, in the order they ended
+
+    @property
+    def ok(self) -> bool:
+        """An answer, within the budget: what `bamasc exec` exits 0 for (ok or exhausted with an answer)."""
+        return self.status in ("ok", "exhausted")
+
+
+@dataclass(frozen=True)
+class CallStarted:
+    """A call attempt is about to be sent: its worst case is reserved."""
+
+    task_id: str
+    node: str
+    model: str
+    attempt: int
+    reserved: float
+
+
+@dataclass(frozen=True)
+class CallSettled:
+    """A call attempt ended and was charged."""
+
+    task_id: str
+    call: Call
+
+
+@dataclass(frozen=True)
+class TaskDone:
+    """The task ended; the last event of a stream."""
+
+    result: Result
+
+
+Event = Union[CallStarted, CallSettled, TaskDone]
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """What a session's total budget holds: µ$ in all, spent (earlier runs included), held by tasks in flight, left."""
+
+    total: float | None  # None: no total, each task has only its own budget
+    spent: float
+    held: float
+    left: float | None
+
+
+def call_of(line: dict[str, Any]) -> Call:
+    """The Call a trace call line records."""
+    return Call(
+        node=line["node"], role=line.get("role"), model=line["model"], attempt=line.get("attempt") or 1,
+        prompt_tokens=line["prompt_tokens"], completion_tokens=line["completion_tokens"],
+        reserved=line["reserved"], charged=line["charged"], latency_ms=line.get("latency_ms"),
+        clamped=bool(line.get("clamped")), skipped=bool(line.get("skipped")), error=line.get("error"),
+        rate_wait_s=line.get("rate_wait_s"),
+    )
+
+
+def result_of(outcome: Any, calls: tuple[Call, ...]) -> Result:
+    """The Result of the runtime's TaskResult."""
+    return Result(
+        task_id=outcome.task_id, answer=outcome.answer, output=outcome.output, status=outcome.status,
+        cost=outcome.cost, budget=outcome.budget, bound=outcome.bound, template=outcome.template,
+        error=outcome.error, exhausted=outcome.exhausted, elapsed_s=outcome.elapsed_s, calls=calls,
+    )

@@ -1,0 +1,142 @@
+"""How the API runs tasks: the ExecOptions `bamasc exec` would build, one run of `run_batch`, and its results.
+
+Every run goes through `runtime.workers.run_batch`, the call `bamasc exec`
+makes, so a task run here is reserved, traced, retried and resumed exactly
+as there; what the command line prints, this returns as records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from bamasc.api import errors
+from bamasc.api.program import checked_budget, checked_deadline
+from bamasc.api.providers import Providers, exec_fields
+from bamasc.api.records import Call, CallSettled, CallStarted, Event, Result, Task, call_of, result_of
+
+
+def tightened(plan: Any, system: Any, budget: object, deadline: object) -> tuple[Any, Any]:
+    """(plan, system) with the system's budget and deadline lowered to those given (None: as compiled)."""
+    from bamasc.records import replace
+
+    changes: dict[str, float] = {}
+    if budget is not None:
+        changes["budget"] = checked_budget(budget, "budget", above=system.budget)
+    if deadline is not None:
+        changes["deadline_s"] = checked_deadline(deadline, "deadline", system.deadline_s)
+    if not changes:
+        return plan, system
+    narrowed = replace(system, **changes)
+    systems = tuple(narrowed if s is system else s for s in plan.systems)
+    return replace(plan, systems=systems), narrowed
+
+
+def exec_options(system: Any, program: Any, *, provider: Providers | None, template: str | None,
+                 trace: str | None, resume: bool = False, concurrency: int = 8,
+                 listener: Callable[[str, dict[str, Any]], None] | None = None) -> Any:
+    """The ExecOptions of `bamasc exec` with these options (a policy's selector included)."""
+    from bamasc.records import replace
+    from bamasc.runtime.execute import ExecOptions
+
+    if template is not None:
+        try:
+            system.template(template)
+        except KeyError as problem:
+            raise errors.UsageError(f"unknown system or template: {problem}") from None
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise errors.UsageError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
+    options = ExecOptions(concurrency=concurrency, trace_path=trace, resume=resume, template=template,
+                          listener=listener, **exec_fields(provider))
+    if system.selection["rule"] == "policy" and template is None:
+        from bamasc.policy.errors import PolicyError
+        from bamasc.policy.select import selector_for
+
+        try:
+            options = replace(options, selector=selector_for(system, program))
+        except PolicyError as problem:
+            raise errors.BamError(str(problem)) from None
+    return options
+
+
+def tasks_of(tasks: Iterable[str | Task]) -> list[Any]:
+    """The runtime's tasks: a Task keeps its id, a text gets its 1-based position; ids must differ."""
+    from bamasc.runtime.execute import Task as RunTask
+
+    made = []
+    seen: set[str] = set()
+    for number, task in enumerate(tasks, start=1):
+        if isinstance(task, Task):
+            item = RunTask(str(task.id), task.text)
+        elif isinstance(task, str):
+            item = RunTask(str(number), task)
+        else:
+            raise errors.UsageError(f"task {number} must be a str or a bamasc.Task, not {type(task).__name__}")
+        if not isinstance(item.text, str):
+            raise errors.UsageError(f"task {item.id!r}: its text must be a str, not {type(item.text).__name__}")
+        if item.id in seen:
+            raise errors.UsageError(f"duplicate task id {item.id!r}")
+        seen.add(item.id)
+        made.append(item)
+    return made
+
+
+class Collector:
+    """Listens to a run's trace lines: keeps each task's calls, and hands each event to `on_event`."""
+
+    def __init__(self, on_event: Callable[[Event], None] | None = None) -> None:
+        self.calls: dict[str, list[Call]] = {}
+        self.on_event = on_event
+
+    def __call__(self, kind: str, line: dict[str, Any]) -> None:
+        if kind == "call":
+            call = call_of(line)
+            self.calls.setdefault(line["task_id"], []).append(call)
+            if self.on_event is not None:
+                self.on_event(CallSettled(line["task_id"], call))
+        elif kind == "reserve" and self.on_event is not None:
+            self.on_event(CallStarted(line["task_id"], line["node"], line["model"], line["attempt"], line["reserved"]))
+
+    def result(self, outcome: Any) -> Result:
+        return result_of(outcome, tuple(self.calls.pop(outcome.task_id, ())))
+
+
+async def run_tasks(plan: Any, program: Any, system: Any, tasks: list[Any], options: Any,
+                    collector: Collector) -> list[Result]:
+    """Run `tasks` with `run_batch`, as `bamasc exec` does; the results in the order of `tasks`."""
+    from bamasc.runtime.workers import run_batch
+
+    results: dict[str, Result] = {}
+
+    def keep(outcome: Any) -> None:
+        results[outcome.task_id] = collector.result(outcome)
+
+    with translated_errors():
+        await run_batch(plan, program, system.name, tasks, options, None, None, keep)
+    # A task --resume found finished in the trace is not run again, and has no result here.
+    return [results[task.id] for task in tasks if task.id in results]
+
+
+class translated_errors:
+    """Turns the runtime's exceptions into the API's, with the messages `bamasc exec` prints."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, problem: BaseException | None, _: Any) -> bool:
+        if problem is None or not isinstance(problem, Exception) or isinstance(problem, errors.BamError):
+            return False
+        from bamasc.runtime.providers.base import ProviderError
+        from bamasc.runtime.trace import TraceError
+
+        if isinstance(problem, KeyError):
+            raise errors.UsageError(f"unknown system or template: {problem}") from None
+        if isinstance(problem, TraceError):
+            raise errors.TraceError(str(problem)) from None
+        if isinstance(problem, ProviderError):
+            raise errors.ProviderError(str(problem)) from None
+        if isinstance(problem, OSError):
+            raise errors.UsageError(f"cannot write the trace: {problem.strerror or problem}") from None
+        if isinstance(problem, ValueError):
+            raise errors.BamError(str(problem)) from None
+        return False

@@ -1,0 +1,182 @@
+"""`Session`: a plan opened for tasks that arrive one by one (a server), on one trace, one total and one set of providers.
+
+It holds what `run_batch` holds for one batch (the trace, locked; the
+providers; the rate limiter; the ledger of the total) for as long as it is
+open, and runs each task with `run_one`, the call every batch makes per task.
+The trace is the ledger: opening a session on a trace an earlier one left
+(killed included) counts everything the trace holds against the total, and
+charges each reservation a crash left open in full, as `exec --resume` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections import Counter
+from types import TracebackType
+from typing import Any
+
+from bamasc.api import errors
+from bamasc.api.program import checked_budget
+from bamasc.api.providers import Providers
+from bamasc.api.records import BudgetState, Result
+from bamasc.api.run import Collector, exec_options, tightened, translated_errors
+
+INTERRUPTED = "interrupted: the process ended while the task ran; its open reservations are charged in full"
+
+
+class Session:
+    """Runs tasks on one system of a plan until closed. Made by `Plan.session(...)`."""
+
+    def __init__(self, compiled: Any, program: Any, system: Any, *, trace: str | None, total_budget: float | None,
+                 concurrency: int, provider: Providers | None, template: str | None) -> None:
+        self._plan = compiled
+        self._program = program
+        self._system = system
+        self.trace = trace
+        self.total_budget = None if total_budget is None else checked_budget(total_budget, "total_budget")
+        self.concurrency = concurrency
+        self._provider = provider
+        self._template = template
+        self._batch: Any = None
+        self._stack = contextlib.ExitStack()
+        self._ids: set[str] = set()
+        self._collector = Collector()
+        self.statuses: Counter[str] = Counter()  # tasks ended this session, by status
+        self.spent_here = 0.0  # µ$ charged by this session's tasks
+        self.open_reservations = 0  # call attempts reserved and not yet settled
+        self.rate_waits = 0  # attempts that waited for a provider key's rate limit
+        self.rate_wait_s = 0.0
+        self.in_flight = 0  # tasks running or waiting for a turn
+
+    async def __aenter__(self) -> Session:
+        await self.open()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, problem: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Lock the trace, count what it holds, settle what a crash left open, make the providers."""
+        from bamasc.runtime.batch import BatchBudget
+        from bamasc.runtime.execute import Recorder, Summary, close_providers, fewer_collections, make_limiter
+        from bamasc.runtime.execute import make_providers, settle_interrupted
+        from bamasc.runtime.trace import read_ledgers
+        from bamasc.runtime.workers import Batch, run_models
+
+        if self._batch is not None:
+            return
+        options = exec_options(self._system, self._program, provider=self._provider, template=self._template,
+                               trace=self.trace, concurrency=self.concurrency, listener=self._listen)
+        with translated_errors():
+            recorder = Recorder(self.trace, Summary(), None, self._listen)
+            providers: dict[str, Any] = {}
+            try:
+                ledgers = read_ledgers(self.trace)
+                self._ids.update(ledgers)
+                earlier = sum(ledger.spent for ledger in ledgers.values())
+                for task_id, ledger in ledgers.items():
+                    if not ledger.finished and ledger.open:
+                        settle_interrupted(recorder, task_id, ledger)
+                        recorder.task(self._interrupted_line(task_id, ledger.spent))
+                ledger = None if self.total_budget is None else BatchBudget(self.total_budget, spent=earlier)
+                by_policy = options.selector is not None and options.template is None
+                models = run_models(self._system, options, by_policy)
+                providers = make_providers(self._program, self._system.name, options, models)
+                limiter = make_limiter(self._program, models, options)
+            except BaseException:
+                recorder.close()
+                await close_providers(providers)
+                raise
+        self._batch = Batch(self._program, self._system, options, providers, recorder, {}, ledger, limiter)
+        self._earlier = earlier
+        self._turns = asyncio.Semaphore(self.concurrency)
+        self._stack.enter_context(fewer_collections())
+
+    async def close(self) -> None:
+        """Close the trace and the providers; tasks still running keep their reservations in the trace."""
+        from bamasc.runtime.execute import close_providers
+
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        batch.trace.close()
+        await close_providers(batch.providers)
+        self._stack.close()
+
+    @property
+    def budget(self) -> BudgetState:
+        """What the total holds now: spent (the trace's earlier runs included), held by tasks in flight, left."""
+        ledger = self._opened().ledger
+        if ledger is None:
+            return BudgetState(None, self._earlier + self.spent_here, 0.0, None)
+        return BudgetState(ledger.total, ledger.spent, ledger.held, max(0.0, ledger.remaining))
+
+    def new_task_id(self) -> str:
+        """An id no task of the trace has."""
+        while True:
+            made = secrets.token_hex(8)
+            if made not in self._ids:
+                return made
+
+    async def run(self, task: str, *, budget: float | None = None, deadline: float | None = None,
+                  task_id: str | None = None) -> Result:
+        """Run one task under the plan's budget (or a tighter `budget`, µ$, and `deadline`, s) and the
+        session's total: its worst case is held from the total before it starts."""
+        from bamasc.runtime.execute import Task as RunTask
+        from bamasc.runtime.workers import Batch, run_one
+
+        batch = self._opened()
+        if not isinstance(task, str):
+            raise errors.UsageError(f"task must be a str, not {type(task).__name__}")
+        if task_id is None:
+            task_id = self.new_task_id()
+        elif task_id in self._ids:
+            raise errors.UsageError(f"task id {task_id!r} is already in the trace")
+        _, system = tightened(self._plan, self._system, budget, deadline)
+        if system is not self._system:
+            batch = Batch(batch.program, system, batch.options, batch.providers, batch.trace, {}, batch.ledger,
+                          batch.limiter)
+        options = batch.options
+        chosen = None
+        if options.selector is not None and options.template is None:
+            (chosen,) = options.selector([task])
+        self._ids.add(task_id)
+        self.in_flight += 1
+        try:
+            async with self._turns:
+                with translated_errors():
+                    outcome = await run_one(batch, RunTask(task_id, task), chosen)
+        finally:
+            self.in_flight -= 1
+        result = self._collector.result(outcome)
+        self.statuses[result.status] += 1
+        return result
+
+    def _opened(self) -> Any:
+        if self._batch is None:
+            raise errors.UsageError("the session is not open: use `async with plan.session(...) as session`")
+        return self._batch
+
+    def _listen(self, kind: str, line: dict[str, Any]) -> None:
+        if kind == "reserve":
+            self.open_reservations += 1
+        elif kind == "call":
+            if line.get("id") is not None:
+                self.open_reservations -= 1
+            self.spent_here += line["charged"]
+            if line.get("rate_wait_s") is not None:
+                self.rate_waits += 1
+                self.rate_wait_s += line["rate_wait_s"]
+        self._collector(kind, line)
+
+    def _interrupted_line(self, task_id: str, spent: float) -> dict[str, Any]:
+        """The task line of a task a crash cut short (its fields as `exec` writes them; docs/trace.md)."""
+        return {
+            "task_id": task_id, "answer": None, "cost": round(spent, 6), "budget": None, "bound": None,
+            "template": None, "overran": False, "status": "error", "error": INTERRUPTED, "calls": 0,
+            "guard": "reserve", "earlier_runs": round(spent, 6), "exhausted": None, "elapsed_s": 0.0,
+            "deadline_s": self._system.deadline_s, "latency_bound_s": None,
+        }
