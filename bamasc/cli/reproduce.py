@@ -55,6 +55,10 @@ def add_parser(commands) -> None:
                            help="systems bound with the reference's cost model (default: those named *_reference)")
     reproduce.add_argument("--kind", choices=scoring.KINDS,
                            help="dataset format and scorer (default: from the systems' `answer`)")
+    reproduce.add_argument("--scorer", choices=scoring.SCORERS,
+                           help="score every row with this scorer (default: math-strict for MATH, the paper's "
+                                "Hendrycks check; the dataset kind's own otherwise; mbpp-reference: MBPP code "
+                                "taken as the BAMAS reference kit takes it)")
     reproduce.add_argument("--split", choices=scoring.SPLITS, help=scoring.SPLIT_HELP)
     reproduce.add_argument("--limit", type=cli_args.positive, metavar="N", help="the first N tasks of each dataset only")
     reproduce.add_argument("--embedding", choices=("minilm", "hashed"), default="minilm",
@@ -93,6 +97,13 @@ def run(args) -> int:
     except ReproduceError as problem:
         output.usage(report, problem)
         return report.return_code
+    from bamasc.evaluate.scorers import default_scorer, scorer_for
+
+    try:
+        scorer = scorer_for(setup.kind, args.scorer or default_scorer(setup.kind))
+    except ValueError as problem:
+        output.usage(report, problem)
+        return report.return_code
     dataset = scoring.load_dataset(report, args.dataset, setup.kind, args.split, args.skip_bad_rows)
     if dataset is None:
         return report.return_code
@@ -111,7 +122,8 @@ def run(args) -> int:
     providers = Providers(args.fake, args.cassette, args.record, args.concurrency, cli_args.retry_policy(args))
     code = (max(1, min(args.concurrency, os.cpu_count() or 1)), Limits(wall_time=args.code_timeout), isolation)
     reproduction = Reproduction(setup, program, args.output, dataset, train_tasks, providers, code,
-                                tell=lambda message: print(message, file=sys.stderr))
+                                tell=lambda message: print(message, file=sys.stderr), scorer=scorer)
+    print(f"scoring {setup.kind} with the {scorer} scorer", file=sys.stderr)
     try:
         reproduction.check()
         estimate = reproduction.estimate()

@@ -13,8 +13,9 @@ from bamasc.cli.report import Report
 KINDS = ("gsm8k", "mbpp", "math")
 SPLITS = ("prompt", "test", "validation", "train")
 # bamasc.evaluate.scorers.SCORERS, for the same reason.
-SCORERS = ("gsm8k", "math", "math-strict", "mbpp")
-SCORER_HELP = "score with this scorer (default: the dataset kind's own; math-strict: MATH, Hendrycks' string equality)"
+SCORERS = ("gsm8k", "math", "math-strict", "mbpp", "mbpp-reference")
+SCORER_HELP = ("score with this scorer (default: the dataset kind's own; math-strict: MATH, Hendrycks' string "
+               "equality; mbpp-reference: MBPP code taken as the BAMAS reference kit takes it)")
 SPLIT_HELP = "MBPP: keep only this split's task ids (test: 11-510)"
 DATASET_HELP = "GSM8K/MBPP/MATH file (or MATH folder) as published"
 UNSAFE_HOOKS_HELP = ("MBPP: where no jail can be built, run candidates under Python audit hooks only "

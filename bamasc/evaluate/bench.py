@@ -16,7 +16,7 @@ import os
 from collections import Counter
 
 from bamasc.evaluate.datasets import Dataset
-from bamasc.evaluate.scorers import Verdict, score_items
+from bamasc.evaluate.scorers import READS_OUTPUT, Verdict, score_items
 from bamasc.records import replace
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
@@ -124,7 +124,8 @@ def bench_run(path, dataset: Dataset, system: str, budget, options, baseline: bo
     tasks = [Task(item.id, item.prompt) for item in dataset.items]
     results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, system, tasks, options))
     answers = {result.task_id: result for result in results}
-    pairs = [(item, answers[item.id].answer) for item in dataset.items]
+    whole = scorer in READS_OUTPUT  # this scorer extracts from the whole output itself
+    pairs = [(item, answers[item.id].output if whole else answers[item.id].answer) for item in dataset.items]
     verdicts = score_items(dataset.kind, pairs, code_limits, code_concurrency, isolation, scorer)
     bound = max((result.bound for result in results), default=template.worst_case_cost)
     return dict(row, template=template.name, models=sorted({s.model for s in template.binding}),

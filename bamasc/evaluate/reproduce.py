@@ -16,6 +16,7 @@ It does no terminal I/O: `tell(message)` hears what each stage did.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ MANIFEST = "manifest.json"
 CELLS = os.path.join("bench", "cells.jsonl")
 # What a changed pinned field means, for the refusal to resume another run's folder.
 PINNED_WORDS = {"setup": "settings (budgets, systems, training)", "sources_sha256": "sources", "tasks": "tasks",
-                "train_tasks": "training tasks", "providers": "providers"}
+                "train_tasks": "training tasks", "providers": "providers", "scorer": "scorer"}
 # Calls to these cost no money, whatever prices the file declares for them.
 OFFLINE_PROVIDERS = frozenset({"fake", "llamacpp", "replay"})
 
@@ -62,8 +63,11 @@ class Reproduction:
     """The stages of one reproduction into `out_dir`: `check`, `estimate`, then `run`."""
 
     def __init__(self, setup: Setup, program, out_dir: str, dataset, train_tasks, providers: Providers,
-                 code=(2, None, "namespaces"), tell=lambda message: None):
+                 code=(2, None, "namespaces"), tell=lambda message: None, scorer: str | None = None):
+        from bamasc.evaluate.scorers import default_scorer
+
         self.setup = setup
+        self.scorer = scorer or default_scorer(setup.kind)  # scores every bench cell and every collect row
         self.program = program
         self.out_dir = out_dir
         self.dataset = dataset  # an evaluate.datasets.Dataset: the tasks every cell is benchmarked on
@@ -98,6 +102,7 @@ class Reproduction:
             "tasks": [item.id for item in self.dataset.items],
             "train_tasks": [task.id for task in self.train_tasks],
             "providers": self.providers.mode,
+            "scorer": self.scorer,
         }
 
     # ------------------------------------------------------------ the manifest
@@ -235,8 +240,9 @@ class Reproduction:
                                  retry=self.providers.retry, seed=self.setup.seed)
         os.makedirs(self.where("collect"), exist_ok=True)
         topologies = self.program.systems[system].topologies
+        scorer = functools.partial(score, scorer=self.scorer)
         summary = asyncio.run(collect(plans, system, topologies, self.train_tasks, self.rows_path(system), options,
-                                      None, score))
+                                      None, scorer))
         self._mark(stage, {"rows": summary.written + summary.skipped})
         self.tell(f"collect {system}: {summary.written} rows written, {summary.skipped} already there")
 
@@ -307,10 +313,12 @@ class Reproduction:
             try:
                 result = bench_run(self.setup.path, self.dataset, cell.system, cell.budget, options,
                                    code_concurrency=self.code_concurrency, code_limits=self.code_limits,
-                                   isolation=self.isolation, method=cell.binder, checkpoint=checkpoint)
+                                   isolation=self.isolation, method=cell.binder, checkpoint=checkpoint,
+                                   scorer=self.scorer)
             except BenchError as problem:
                 raise ReproduceError(f"{cell.label} at {cell.budget:g} µ$: {problem}") from None
-            line = {"cell": list(cell.key), "label": cell.label, "by_policy": self._by_policy(cell), **result}
+            line = {"cell": list(cell.key), "label": cell.label, "by_policy": self._by_policy(cell),
+                    "scorer": self.scorer, **result}
             with open(self.where(CELLS), "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")
                 handle.flush()

@@ -22,7 +22,7 @@ import re
 
 from bamasc.evaluate.math_strict import strict_math_equal
 from bamasc.records import record
-from bamasc.runtime.extract import extract_code, extract_number, last_boxed, matching_brace
+from bamasc.runtime.extract import extract_code, extract_code_first, extract_number, last_boxed, matching_brace
 
 # Seconds an MBPP program may run: its asserts take milliseconds; a loop that never ends is wrong.
 CODE_TIMEOUT = 5.0
@@ -359,9 +359,11 @@ def code_job(candidate: str, item, challenge: bool = False):
     return Job(candidate, tests, item.imports, item.setup)
 
 
-def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "namespaces") -> list[Verdict]:
-    """Judge each (item, prediction) in the sandbox; correct only when the tests' process says every
-    assert passed. Raises SandboxError, before running anything, where the sandbox cannot run here."""
+def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "namespaces",
+               extract=extract_code) -> list[Verdict]:
+    """Judge each (item, prediction) in the sandbox, the candidate taken from the prediction by `extract`;
+    correct only when the tests' process says every assert passed. Raises SandboxError, before running
+    anything, where the sandbox cannot run here."""
     from bamasc.evaluate.sandbox import Limits, check_isolation, run_many
 
     limits = limits or Limits(wall_time=CODE_TIMEOUT)
@@ -372,7 +374,7 @@ def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "names
         if prediction is None or not prediction.strip():
             verdicts[index] = Verdict(item.id, False, prediction, item.answer, "no prediction")
             continue
-        jobs.append(code_job(extract_code(prediction), item))
+        jobs.append(code_job(extract(prediction), item))
         indexes.append(index)
     if jobs:
         check_isolation(isolation)
@@ -386,12 +388,22 @@ def score_code(pairs, limits=None, concurrency: int = 2, isolation: str = "names
 # ---------------------------------------------------------------- every kind
 
 
-SCORERS = ("gsm8k", "math", "math-strict", "mbpp")
+SCORERS = ("gsm8k", "math", "math-strict", "mbpp", "mbpp-reference")
+# The scorers that read a kind besides its own: MATH strictly (Hendrycks' check), and MBPP with the
+# BAMAS reference kit's extraction (the first block that parses, code salvaged from prose).
+OTHER_SCORERS = {("math", "math-strict"), ("mbpp", "mbpp-reference")}
+# Scorers that extract from the model's whole output rather than from the system's extracted answer.
+READS_OUTPUT = frozenset({"mbpp-reference"})
+
+
+def default_scorer(kind: str) -> str:
+    """The scorer `reproduce` uses for a kind: MATH strictly, as the BAMAS paper scores it; the kind's own otherwise."""
+    return "math-strict" if kind == "math" else kind
 
 
 def scorer_for(kind: str, scorer: str | None) -> str:
     """The scorer of a `kind` dataset: its own, unless `scorer` names another that reads that kind."""
-    if scorer in (None, kind) or (kind, scorer) == ("math", "math-strict"):
+    if scorer in (None, kind) or (kind, scorer) in OTHER_SCORERS:
         return scorer or kind
     raise ValueError(f"the scorer {scorer!r} does not read {kind} datasets")
 
@@ -400,7 +412,8 @@ def score_items(kind: str, pairs, limits=None, concurrency=2, isolation="namespa
     """Verdicts for (item, prediction) pairs of a `kind` dataset, in order; a None prediction is wrong."""
     scorer = scorer_for(kind, scorer)
     if kind == "mbpp":
-        return score_code(pairs, limits, concurrency, isolation)
+        extract = extract_code_first if scorer == "mbpp-reference" else extract_code
+        return score_code(pairs, limits, concurrency, isolation, extract)
     compare = {"gsm8k": number_equal, "math": math_equal, "math-strict": strict_math_equal}[scorer]
     verdicts = []
     for item, prediction in pairs:

@@ -63,6 +63,50 @@ def extract_code(text: str) -> str:
     return (python or [body for _, body in blocks])[-1].strip()
 
 
+def extract_code_first(text: str) -> str:
+    """MBPP code as the BAMAS reference kit takes it: the whole text when it parses as Python, else the
+    first fenced block that parses, else the imports and `def` blocks salvaged from prose when they
+    parse together, else the whole text. (`extract_code` takes the last block instead.)"""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    if _parses(text):
+        return text
+    for _, body in _FENCE.findall(text):
+        if _parses(body.strip()):
+            return body.strip()
+    salvaged = _salvage_functions(text)
+    return salvaged if salvaged is not None and _parses(salvaged) else text
+
+
+def _parses(code: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):  # ValueError: a NUL byte
+        return False
+    return True
+
+
+def _salvage_functions(text: str) -> str | None:
+    """Import lines, and every line from the first `def` on up to the first unindented line that is
+    neither an import nor another `def`; None without a `def`."""
+    imports: list[str] = []
+    functions: list[str] = []
+    for line in text.split("\n"):
+        bare = line.strip()
+        if bare.startswith("import ") or (bare.startswith("from ") and " import " in bare):
+            imports.append(bare)
+        elif bare.startswith("def "):
+            functions.append(line)
+        elif functions:
+            if bare and not line.startswith((" ", "\t")):
+                break
+            functions.append(line)
+    if not functions:
+        return None
+    return "\n".join(imports + [""] + functions if imports else functions)
+
+
 def extract_answer(kind: str, text: str | None) -> str | None:
     if text is None:
         return None

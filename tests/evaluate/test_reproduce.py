@@ -376,3 +376,29 @@ def test_the_published_numbers_are_docs_papers():
         row = (f"| {published['dataset']} | {published['budget']:,.0f} | {published['accuracy']:.1%} | "
                f"{published['mean_cost']:.1f} |")
         assert row in text
+
+
+# ---------------------------------------------------------------- the scorer each table used
+
+
+def test_math_is_scored_strictly_by_default_and_the_scorer_is_pinned(write_bam, tmp_path, capsys):
+    text = open(TINY, encoding="utf-8").read().replace("answer      = number", "answer      = boxed")
+    path = write_bam(text, "tinymath.bam")
+    math = os.path.join(FIXTURES, "datasets", "math")
+    out = tmp_path / "out"
+    args = ["reproduce", path, "--dataset", math, "-o", str(out), "--fake", "echo", "--systems", "tiny_solo",
+            "--budgets", "900", "--limit", "2"]
+    assert main(args) == 0
+    assert "scoring math with the math-strict scorer" in capsys.readouterr().err
+    assert [cell["scorer"] for cell in cells(out)] == ["math-strict"]
+    assert json.loads((out / "manifest.json").read_text())["pinned"]["scorer"] == "math-strict"
+    # Another scorer on the same folder would mix verdicts: refused, nothing rerun.
+    assert main([*args, "--scorer", "math"]) == 2
+    assert "holds a reproduction with other scorer" in one_error(capsys)
+
+
+def test_a_scorer_that_does_not_read_the_kind_is_a_usage_error(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(reproduce(TINY, out, "--fake", "echo", "--scorer", "math-strict")) == 2
+    assert "the scorer 'math-strict' does not read gsm8k datasets" in one_error(capsys)
+    assert not out.exists()

@@ -191,3 +191,38 @@ def test_score_one_row_by_the_systems_answer_kind():
     assert score("code", "```python\ndef f(x):\n    return x + 1\n```", mbpp_row)
     assert not score("code", "```python\ndef f(x):\n    return x\n```", mbpp_row)
     assert score("text", "  Paris ", {"answer": "Paris"})
+
+
+# ---------------------------------------------------------------- MBPP: the reference kit's extraction
+
+
+@pytest.mark.parametrize(
+    ("output", "first", "last"),
+    [
+        # Two blocks: the reference takes the first that parses, bamasc's default the last.
+        ("```python\ndef f(x):\n    return x + 1\n```\nor\n```python\ndef f(x):\n    return x\n```",
+         "def f(x):\n    return x + 1", "def f(x):\n    return x"),
+        # The first block does not parse: the next one that does (the default prefers a python block).
+        ("```python\ndef f(x) return\n```\n```\ndef f(x):\n    return 2\n```", "def f(x):\n    return 2",
+         "def f(x) return"),
+        # No block: the function salvaged from prose, with its imports.
+        ("Here you go:\nimport math\ndef f(x):\n    return math.floor(x)\nThat is all.",
+         "import math\n\ndef f(x):\n    return math.floor(x)", None),
+        # Plain code is taken whole.
+        ("def f(x):\n    return 3\n\nprint(f(1))", "def f(x):\n    return 3\n\nprint(f(1))", None),
+    ],
+)
+def test_the_reference_extraction_takes_the_first_block_that_parses(output, first, last):
+    from bamasc.runtime.extract import extract_code, extract_code_first
+
+    assert extract_code_first(output) == first
+    if last is not None:
+        assert extract_code(output) == last
+
+
+def test_the_mbpp_reference_scorer_reads_mbpp_and_nothing_else():
+    from bamasc.evaluate.scorers import scorer_for
+
+    assert scorer_for("mbpp", "mbpp-reference") == "mbpp-reference"
+    with pytest.raises(ValueError, match="does not read gsm8k"):
+        scorer_for("gsm8k", "mbpp-reference")
