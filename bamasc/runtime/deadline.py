@@ -5,10 +5,12 @@ compares the task's elapsed time plus the attempt's worst case (its model's
 declared first-token time plus per-token time on every token the attempt may
 emit) with the deadline; an attempt that might pass it is not made, and the
 task stops as when the budget runs out. An attempt that is made gets the
-time left as its timeout when that is shorter than the retry policy's, and a
-retry whose backoff would leave too little time is not waited for. So a task
-never runs past its deadline by more than the time between two checks (the
-provider's return and the next prompt's rendering), whatever its models do.
+time left as its timeout when that is shorter than the retry policy's, a
+retry whose backoff would leave too little time is not waited for, and a
+wait for a provider's rate limit ends when the attempt could no longer
+finish in time (`wait_left`). So a task never runs past its deadline by
+more than the time between two checks (the provider's return and the next
+prompt's rendering), whatever its models and their servers do.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ class DeadlineGuard:
         if wait + attempt_latency_s(latency, max_tokens) > left:
             return None
         return min(self.timeout, left - wait)
+
+    def wait_left(self, latency, max_tokens: int) -> float | None:
+        """The longest an attempt that may emit `max_tokens` may wait before it starts (for a provider's
+        rate limit) and still finish by the deadline; None without one."""
+        left = self.left()
+        return None if left is None else left - attempt_latency_s(latency, max_tokens)
 
     def refusal(self, latency, max_tokens: int) -> str:
         """Why an attempt was not made, as the trace records it."""

@@ -8,7 +8,8 @@ Concurrent calls (`parallel`) run together on asyncio. Loops end early when a
 critic approves or a plan has fewer steps; the calls they skip are not made.
 
 With a rate limiter, each attempt waits its provider key's turn after the
-guard reserves for it (runtime/limiter.py); the wait is on its trace line.
+guard reserves for it (runtime/limiter.py); the wait is on its trace line,
+and with a deadline it ends as soon as the turn cannot come in time.
 
 With a deadline, time is guarded as money is (runtime/deadline.py); when the
 next attempt might pass it, the task stops as when the budget runs out
@@ -29,7 +30,7 @@ from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, card_choice, chosen_branch, extract_answer, majority
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.limiter import Pace
+from bamasc.runtime.limiter import Pace, TurnTooLate
 from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
 from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
@@ -227,7 +228,10 @@ class TaskRun:
             if reservation is None:
                 self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False)
                 raise BudgetExhausted(node_id)
-            waited = await pace.wait(self.guard, reservation)
+            try:
+                waited = await pace.wait(self.guard, reservation, self.clock.wait_left(model.latency, cap))
+            except TurnTooLate as late:  # the key's turn comes after the deadline: the wait ends now
+                raise self._too_late(node, model, prompt_tokens, cap, attempt, late.waited) from None
             if waited and (timeout := self.clock.timeout_for(model.latency, cap)) is None:
                 self.guard.release(reservation)  # the wait for the provider's rate used up the time
                 raise self._too_late(node, model, prompt_tokens, cap, attempt, waited)
@@ -244,12 +248,15 @@ class TaskRun:
                 limited = pace.refused(problem)
                 if not self.retry.should_retry(attempt, problem):
                     raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
-                # A 429 paused the key in the limiter, whose queue the retry joins: that is its wait.
-                wait = (problem.retry_after or 0.0) if limited else self.retry.delay(attempt, problem, self.rng)
+                if limited:
+                    # A 429 paused the key in the limiter, whose queue the retry joins: that is its wait,
+                    # and it ends at the deadline.
+                    continue
+                wait = self.retry.delay(attempt, problem, self.rng)
                 if self.clock.timeout_for(model.latency, cap, wait) is None:
                     # Waiting out the backoff would leave too little time for the retry.
                     raise self._too_late(node, model, prompt_tokens, cap, attempt + 1)
-                await asyncio.sleep(0 if limited else wait)
+                await asyncio.sleep(wait)
                 continue
             except asyncio.CancelledError:
                 # Stopped from outside (a sibling was overbilled, or the run was

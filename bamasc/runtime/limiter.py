@@ -17,6 +17,17 @@ says is left caps what the buckets hold, which catches other clients of the
 same key. A key that learns its limit from the headers first owes what it
 sent before it knew.
 
+Nothing a server says stalls a run: a reported limit is believed down to a
+floor (`REPORTED_FLOOR`, and a tenth of the declared limit), a debt is at
+most one window's limit, and no call waits more than one window at the head
+of its key's queue (`max_wait_s`). A header that is unreadable, below the
+floor or below the declared limit is warned about once per key and header
+(`RateLimitWarning`).
+
+A caller with a deadline says how long it may wait (`within`): it leaves the
+queue, taking nothing, as soon as its turn cannot come in time, whether it
+is at the head or behind others, so it never waits past its deadline.
+
 All state lives in one `RateLimiter`; `acquire`, `penalise` and `observe` are
 the whole interface, so an actor can hold it and serve several processes.
 """
@@ -26,6 +37,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import warnings
+from collections import deque
 from collections.abc import Mapping
 
 from bamasc.program import RateLimit
@@ -38,6 +51,14 @@ CUT = 0.75  # a 429 multiplies the key's rate by this
 FLOOR = 0.1  # ... down to this share of its limit at least
 PROVIDERS_WITH_HEADERS = ("openai", "anthropic")
 EPSILON_S = 1e-6
+# The least a reported limit is believed to be, per window: below any provider's published limits, so a
+# header of 1 (or one that lost its digits on the way) cannot slow a key to a call a minute. A lower
+# limit that is real can be declared in the model's `rate_limit`, which is always honoured.
+REPORTED_FLOOR = {"requests": 10.0, "tokens": 10_000.0}
+
+
+class RateLimitWarning(UserWarning):
+    """A provider's rate-limit header that was not believed as it was sent."""
 
 
 def rate_key(model) -> str | None:
@@ -51,7 +72,8 @@ def rate_key(model) -> str | None:
 class _Bucket:
     """One limit of one key: units available now, refilled at the limit's pace."""
 
-    def __init__(self, declared: float | None, window_s: float, now: float):
+    def __init__(self, name: str, declared: float | None, window_s: float, now: float):
+        self.name = name  # requests | tokens
         self.declared = declared
         self.reported: float | None = None
         self.window_s = window_s
@@ -84,16 +106,42 @@ class _Bucket:
         needed = min(amount, self.capacity)
         return 0.0 if self.level >= needed else (needed - self.level) / self.rate(factor)
 
+    def take(self, amount: float) -> None:
+        """Take `amount`, owing what the bucket lacks: one window's limit at most, so one huge call
+        (or a limit that shrank under it) slows the key for a window, not for hours."""
+        self.level -= amount
+        if self.limit is not None:
+            self.level = max(self.level, -self.limit)
+
+
+class _Turn:
+    """One caller in a key's queue: when it gives up (None: never), and the future its turn comes on."""
+
+    __slots__ = ("give_up_at", "future")
+
+    def __init__(self, give_up_at: float | None, future: asyncio.Future):
+        self.give_up_at = give_up_at
+        self.future = future  # True: its turn; False: it cannot come in time
+
 
 class _Key:
     def __init__(self, requests: float | None, tokens: float | None, window_s: float, now: float):
-        self.requests = _Bucket(requests, window_s, now)
-        self.tokens = _Bucket(tokens, window_s, now)
+        self.requests = _Bucket("requests", requests, window_s, now)
+        self.tokens = _Bucket("tokens", tokens, window_s, now)
         self.paused_until = now
         self.cut = 1.0  # the rate's factor right after the last 429
         self.cut_at = now
         self.window_s = window_s
-        self.lock: asyncio.Lock | None = None
+        self.queue: deque[_Turn] = deque()  # callers in the order they came; the first one's turn is next
+
+    def drop_late(self, earliest: float) -> None:
+        """Send away every caller behind the first whose turn cannot come before `earliest`, when it must
+        have given up: first come, first served, no one is served before the first."""
+        for turn in list(self.queue)[1:]:
+            if turn.give_up_at is not None and turn.give_up_at < earliest:
+                self.queue.remove(turn)
+                if not turn.future.done():
+                    turn.future.set_result(False)
 
     def factor(self, now: float) -> float:
         """The share of its limits the key may use now: cut by 429s, growing back by one cut's worth a window."""
@@ -110,19 +158,25 @@ class RateLimiter:
     """Requests and tokens per minute for each key; `limits` maps keys to their declared `RateLimit`s.
 
     `window_s` is the length of the declared limits' minute (a shorter one runs
-    a test or benchmark faster); `clock` and `sleep` are for tests.
+    a test or benchmark faster); `max_wait_s` the longest a call waits at the
+    head of its key's queue (one window unless given); `clock` and `sleep` are
+    for tests.
     """
 
     def __init__(self, limits: Mapping[str, object] | None = None, *, window_s: float = WINDOW_S,
-                 clock=time.monotonic, sleep=asyncio.sleep):
+                 max_wait_s: float | None = None, clock=time.monotonic, sleep=asyncio.sleep):
         if not window_s > 0:
             raise ValueError("window_s must be positive")
+        if max_wait_s is not None and not 0 < max_wait_s < math.inf:
+            raise ValueError("max_wait_s must be positive and finite")
         self.window_s = window_s
+        self.max_wait_s = window_s if max_wait_s is None else max_wait_s
         self._clock = clock
         self._sleep = sleep
         self._declared = dict(limits or {})
         self._keys: dict[str, _Key] = {}
         self._loop = None
+        self._warned: set[tuple[str, str]] = set()
 
     def _key(self, key: str) -> _Key:
         state = self._keys.get(key)
@@ -134,28 +188,54 @@ class RateLimiter:
             )
         return state
 
-    async def acquire(self, key: str, tokens: int) -> float:
-        """Wait until `key` may send one request of `tokens` tokens, and take them; returns the seconds waited."""
+    async def acquire(self, key: str, tokens: int, within: float | None = None) -> float | None:
+        """Wait until `key` may send one request of `tokens` tokens, and take them; returns the seconds waited.
+
+        With `within`, the caller waits at most that many seconds: None, with
+        nothing taken, as soon as its turn cannot come by then.
+        """
         started = self._clock()
         state = self._key(key)
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # a lock belongs to the loop it first waited on
+        if self._loop is not loop:  # a queue's futures belong to the loop they were made on
             self._loop = loop
             for each in self._keys.values():
-                each.lock = None
-        if state.lock is None:
-            state.lock = asyncio.Lock()
-        async with state.lock:  # first come, first served: only the head of the queue sleeps
+                each.queue.clear()
+        give_up_at = None if within is None else started + max(0.0, within)
+        turn = _Turn(give_up_at, loop.create_future())
+        state.queue.append(turn)
+        try:
+            # First come, first served: only the head of the queue sleeps, and sends away those
+            # behind it whose turn would come too late.
+            if state.queue[0] is not turn and not await turn.future:
+                return None
+            head_since = self._clock()
             while True:
                 now = self._clock()
                 factor = state.refill(now)
                 wait = max(state.paused_until - now, state.requests.wait(1, factor), state.tokens.wait(tokens, factor))
+                # No single wait is longer than max_wait_s, whatever the server said.
+                wait = min(wait, head_since + self.max_wait_s - now)
                 if wait <= EPSILON_S:  # closer than the clock's resolution: a sleep would not move it
                     break
+                if give_up_at is not None and now + wait > give_up_at:
+                    return None
+                state.drop_late(now + wait)
                 await self._sleep(wait)
-            state.requests.level -= 1
-            state.tokens.level -= tokens
+            state.requests.take(1)
+            state.tokens.take(tokens)
+        finally:
+            self._leave(state, turn)
         return max(0.0, self._clock() - started)
+
+    @staticmethod
+    def _leave(state: _Key, turn: _Turn) -> None:
+        """`turn` is served, gave up or was cancelled: out of the queue, and the next one's turn if it led."""
+        if turn in state.queue:
+            led = state.queue[0] is turn
+            state.queue.remove(turn)
+            if led and state.queue and not state.queue[0].future.done():
+                state.queue[0].future.set_result(True)
 
     def penalise(self, key: str, retry_after_s: float | None = None) -> None:
         """A call on `key` was refused with a 429: hold every caller of the key back, and slow it down."""
@@ -170,6 +250,7 @@ class RateLimiter:
         state.cut, state.cut_at = max(FLOOR, factor * CUT), state.paused_until  # it grows back once the pause ends
         for bucket in (state.requests, state.tokens):
             bucket.level = min(bucket.level, 0.0)
+        state.drop_late(state.paused_until)
 
     def observe(self, key: str, headers: Mapping[str, str]) -> None:
         """Adapt `key` to the rate-limit headers of a reply from its provider (a 429's included)."""
@@ -178,14 +259,41 @@ class RateLimiter:
         report = read_rate_headers(headers)
         if report.empty:
             return
+        for name, value in report.unreadable:
+            self._warn(key, name, f"{key}: ignored the rate-limit header {name}: {value!r}, which is no count")
         state = self._key(key)
         now = self._clock()
         state.refill(now)
         for bucket, window in ((state.requests, report.requests), (state.tokens, report.tokens)):
-            self._adapt(state, bucket, window, now)
+            self._adapt(key, state, bucket, self._believed(key, bucket, window), now)
 
-    def _adapt(self, state: _Key, bucket: _Bucket, window: Window, now: float) -> None:
-        if window.limit is not None and window.limit >= 1:
+    def _believed(self, key: str, bucket: _Bucket, window: Window) -> Window:
+        """`window` with its limit raised to the floor, warning when the server contradicts the floor or the declaration."""
+        reported = window.limit
+        if reported is None:
+            return window
+        if reported < 1:  # no request at all: no limit a server could mean, and some send 0 for none
+            self._warn(key, bucket.name, f"{key}: ignored a reported limit of {reported:g} {bucket.name} a minute")
+            return Window(None, window.remaining, window.reset_s)
+        floor = max(REPORTED_FLOOR[bucket.name], 0.0 if bucket.declared is None else FLOOR * bucket.declared)
+        believed = max(reported, floor)
+        if reported < floor:
+            self._warn(key, bucket.name, f"{key}: the server reports {reported:g} {bucket.name} a minute, "
+                                         f"below the floor of {floor:g}; paced at {floor:g}")
+        elif bucket.declared is not None and reported < bucket.declared:
+            self._warn(key, bucket.name, f"{key}: the server reports {reported:g} {bucket.name} a minute, "
+                                         f"below the declared {bucket.declared:g}; paced at {reported:g}")
+        # What is left cannot be more than the limit the server itself reports.
+        remaining = window.remaining if window.remaining is None else min(window.remaining, believed)
+        return Window(believed, remaining, window.reset_s)
+
+    def _warn(self, key: str, what: str, message: str) -> None:
+        if (key, what) not in self._warned:  # once per key and header: a run makes thousands of calls
+            self._warned.add((key, what))
+            warnings.warn(message, RateLimitWarning, stacklevel=3)
+
+    def _adapt(self, key: str, state: _Key, bucket: _Bucket, window: Window, now: float) -> None:
+        if window.limit is not None:
             unknown = bucket.limit is None
             bucket.reported = window.limit
             if unknown:
@@ -200,6 +308,7 @@ class RateLimiter:
         if bucket.limit is None and window.remaining < 1 and window.reset_s is not None:
             # No rate to refill at: wait for the server's reset instead.
             state.paused_until = max(state.paused_until, now + min(window.reset_s, self.window_s))
+            state.drop_late(state.paused_until)
 
     def limits(self, key: str) -> tuple[float | None, float | None]:
         """The requests and tokens per window `key` is paced at now (declared or reported, the lower)."""
@@ -230,6 +339,14 @@ def _lower(one, other):
                      low(one.tokens_per_minute, other.tokens_per_minute))
 
 
+class TurnTooLate(Exception):
+    """The key's turn cannot come before the caller's deadline; `waited` is how long it waited to learn so."""
+
+    def __init__(self, waited: float):
+        super().__init__(f"the rate limit's turn comes after the deadline (waited {waited:.3f} s)")
+        self.waited = waited
+
+
 class Pace:
     """One model's side of a limiter, for the interpreter: a no-op when nothing paces the model."""
 
@@ -237,15 +354,27 @@ class Pace:
         self.limiter = limiter
         self.key = rate_key(model) if limiter is not None else None
 
-    async def wait(self, guard, reservation) -> float | None:
-        """Seconds waited for the key's turn to send the reserved call; None when no limiter paces the model."""
+    async def wait(self, guard, reservation, within: float | None = None) -> float | None:
+        """Seconds waited for the key's turn to send the reserved call; None when no limiter paces the model.
+
+        With `within` (the seconds a deadline leaves), raises `TurnTooLate` as
+        soon as the turn cannot come in time; the reservation is released.
+        """
         if self.key is None:
             return None
+        tokens = reservation.prompt_tokens + reservation.max_tokens
+        started = time.perf_counter()
         try:
-            return await self.limiter.acquire(self.key, reservation.prompt_tokens + reservation.max_tokens)
+            if within is None:  # a limiter of an older interface still serves runs without deadlines
+                return await self.limiter.acquire(self.key, tokens)
+            waited = await self.limiter.acquire(self.key, tokens, within)
         except asyncio.CancelledError:
             guard.release(reservation)  # stopped while waiting: nothing was sent
             raise
+        if waited is None:
+            guard.release(reservation)  # the deadline comes first: nothing was sent
+            raise TurnTooLate(time.perf_counter() - started)
+        return waited
 
     def answered(self, headers) -> None:
         if self.key is not None and headers:

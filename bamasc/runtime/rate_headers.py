@@ -5,7 +5,8 @@ reset as a duration (`6m0s`, `1s`, `20ms`). Anthropic sends
 `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`,
 the reset as an RFC 3339 time; its `tokens-*` are the most restrictive limit
 in effect, and stand for the input and output ones when it sends them. A
-header that does not parse is ignored, as if it had not been sent.
+header that does not parse (garbage, NaN, a negative count) is ignored, as if
+it had not been sent, and named in `RateHeaders.unreadable`.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ class Window:
 class RateHeaders:
     requests: Window = Window()
     tokens: Window = Window()
+    unreadable: tuple[tuple[str, str], ...] = ()  # (name, value) of each limit header sent but not read
 
     @property
     def empty(self) -> bool:
-        return self.requests == Window() and self.tokens == Window()
+        return self.requests == Window() and self.tokens == Window() and not self.unreadable
 
 
 def rate_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
@@ -78,10 +80,20 @@ def read_rate_headers(headers: Mapping[str, str], *, now: float | None = None) -
     tokens = anthropic["tokens"]
     if tokens == Window():
         tokens = _tightest(anthropic["input-tokens"], anthropic["output-tokens"])
+    unreadable = tuple(
+        (name, str(value)[:40]) for name, value in sorted(lowered.items())
+        if name.startswith(RATE_HEADER_PREFIXES) and _is_count(name) and _count(value) is None
+    )
     return RateHeaders(
         requests=_first(openai["requests"], anthropic["requests"]),
         tokens=_first(openai["tokens"], tokens),
+        unreadable=unreadable,
     )
+
+
+def _is_count(name: str) -> bool:
+    """Whether a rate-limit header holds a count (a limit or what is left of it), not a reset time."""
+    return "-limit" in name or "-remaining" in name
 
 
 def parse_duration(text: str | None) -> float | None:

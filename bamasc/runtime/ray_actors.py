@@ -79,8 +79,8 @@ class Limits:
     def __init__(self, limiter) -> None:
         self.limiter = limiter
 
-    async def acquire(self, key: str, tokens: int) -> float:
-        return await self.limiter.acquire(key, tokens)
+    async def acquire(self, key: str, tokens: int, within: float | None = None) -> float | None:
+        return await self.limiter.acquire(key, tokens, within)
 
     def penalise(self, key: str, retry_after_s: float | None = None) -> None:
         self.limiter.penalise(key, retry_after_s)
@@ -100,8 +100,10 @@ class RemoteLimiter:
     def __init__(self, actor) -> None:
         self.actor = actor
 
-    async def acquire(self, key: str, tokens: int) -> float:
-        return await self.actor.acquire.remote(key, tokens)
+    async def acquire(self, key: str, tokens: int, within: float | None = None) -> float | None:
+        # `within` is measured on the actor's clock from when it receives the call: the message's own
+        # time in flight is not counted, which the interpreter's check after the wait covers.
+        return await self.actor.acquire.remote(key, tokens, within)
 
     def penalise(self, key: str, retry_after_s: float | None = None) -> None:
         self.actor.penalise.remote(key, retry_after_s)

@@ -15,22 +15,9 @@ from bamasc.runtime.providers.base import ProviderError
 from bamasc.runtime.providers.failures import error_for_status
 from bamasc.runtime.rate_headers import Window, parse_duration, rate_headers, read_rate_headers
 from tests.conftest import model_declaration
+from tests.runtime.fake_time import FakeTime
 
 KEY = "openai||OPENAI_API_KEY|gpt-4o-mini"
-
-
-class FakeTime:
-    """A clock that moves only when a waiter sleeps, so a test of minutes runs at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += max(0.0, seconds)
-        await asyncio.sleep(0)
 
 
 def limiter(time: FakeTime, requests=None, tokens=None, **options) -> RateLimiter:
@@ -82,14 +69,20 @@ def test_no_window_of_a_minute_or_half_one_holds_more_than_the_limit(requests, t
     assert max(rates) >= 0.9
 
 
-def test_a_call_larger_than_the_limit_waits_for_a_full_bucket_and_does_not_block_forever():
+@pytest.mark.parametrize("max_wait_s, expected", [
+    # The debt is one window's limit at most (not the 9,900 tokens the call lacked), paid off at 95
+    # tokens a second before the next call of 50 goes...
+    (1000.0, (6000 + 50) / (6000 * 0.95 / 60)),
+    # ... and no wait is longer than one window, whatever it owes.
+    (None, 60.0),
+])
+def test_a_call_larger_than_the_limit_waits_for_a_full_bucket_and_does_not_block_forever(max_wait_s, expected):
     time = FakeTime()
-    limits = limiter(time, tokens=6000)  # a bucket holds a second's worth: 100 tokens
+    limits = limiter(time, tokens=6000, max_wait_s=max_wait_s)  # a bucket holds a second's worth: 100 tokens
     waited = asyncio.run(limits.acquire(KEY, 10_000))
     assert waited == 0.0  # the bucket starts full
-    # The debt of 9,900 tokens is paid off at 95 tokens a second before the next call of 50 goes.
     waited = asyncio.run(limits.acquire(KEY, 50))
-    assert waited == pytest.approx((9_900 + 50) / (6000 * 0.95 / 60), rel=1e-6)
+    assert waited == pytest.approx(expected, rel=1e-6)
 
 
 def test_callers_are_served_in_the_order_they_came():

@@ -17,11 +17,14 @@ import pytest
 from bamasc.plan.compile import compile_file
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
+from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.limiter import RateLimiter, limiter_for, rate_key
+from bamasc.runtime.providers.failures import error_for_status
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.trace import TraceWriter
+from tests.runtime.fake_time import FakeTime
 from tests.runtime.rate_server import limited_server
 from tests.runtime.servers import Action, ScriptedServer, reply, status
 
@@ -256,13 +259,81 @@ def test_a_wait_that_would_pass_the_deadline_stops_the_task_as_the_deadline_does
         tmp_path, "fake", "http://unused", "rate_limit { requests_per_minute = 60 }",
         "latency { first_token = 0.01  per_token = 0.001 }", "deadline = 0.5",
     )
-    limiter = limiter_for(program.models.values())
+    time = FakeTime()
+    limiter = fake_limiter(program, time)
     limiter.penalise(rate_key(program.models["remote"]), 1.0)
     trace = Collect()
     guard, task = one_task(plan, program, limiter, trace)
+    task.clock = DeadlineGuard(0.5, RETRY.timeout, clock=time.clock)
     result = asyncio.run(task.run())
     assert result.status in ("failed", "exhausted") and result.exhausted == "deadline"
     assert guard.charged == 0 and guard.held == 0
     (skipped,) = trace.calls
     assert skipped["skipped"] and skipped["error"].startswith("deadline")
-    assert skipped["rate_wait_s"] >= 1.0 - 0.05  # the wait that used the time up is on the line
+    # The pause ends after the deadline: the task stopped at once instead of waiting it out.
+    assert time.now == 0.0 and result.elapsed_s <= 0.5
+
+
+# --- deadlines while rate limited
+
+
+def fake_limiter(program, time: FakeTime, **options) -> RateLimiter:
+    """The limiter `limiter_for` makes, on a clock that moves only when it sleeps."""
+    limits = {rate_key(model): model.rate_limit for model in program.models.values() if model.rate_limit}
+    return RateLimiter(limits, clock=time.clock, sleep=time.sleep, **options)
+
+
+class RefusedOnce:
+    """A provider whose first call is refused with a 429 and a Retry-After of 31 years; later ones answer."""
+
+    name = "remote"
+
+    def __init__(self):
+        self.sent = 0
+
+    def count_prompt_tokens(self, messages):
+        return None
+
+    async def complete(self, messages, max_tokens, *, timeout, decoding=None, expect="text"):
+        from bamasc.runtime.providers.base import Completion
+
+        self.sent += 1
+        await asyncio.sleep(0)  # the request is out: the other tasks queue for the key meanwhile
+        if self.sent == 1:
+            raise error_for_status(429, provider="openai", model="local-model", headers={"retry-after": "999999999"})
+        return Completion("42", 5, 1)
+
+    async def aclose(self):
+        pass
+
+
+def test_a_429_with_a_huge_retry_after_ends_every_waiting_task_by_its_deadline(tmp_path):
+    # Five tasks with a 12 s deadline on one key: one is refused while the others queue behind the key's
+    # first waiter. The key pauses for a minute (the Retry-After's cap), past every deadline.
+    plan, program = compiled(
+        tmp_path, "fake", "http://unused", "rate_limit { requests_per_minute = 60 }",
+        "latency { first_token = 0.01  per_token = 0.001 }", "deadline = 12",
+    )
+    time = FakeTime()
+    limiter = fake_limiter(program, time)
+    provider, trace = RefusedOnce(), Collect()
+    system = plan.systems[0]
+    template = system.template(system.selection["selected"])
+    runs = []
+    for index in range(5):
+        run = TaskRun(program, system, template, {"remote": provider}, BudgetGuard(system.budget), str(index), "x",
+                      trace, RETRY, 0, limiter)
+        run.clock = DeadlineGuard(system.deadline_s, RETRY.timeout, clock=time.clock)
+        runs.append(run)
+
+    async def main():
+        return await asyncio.gather(*(run.run() for run in runs))
+
+    results = asyncio.run(main())
+    assert [result.exhausted for result in results] == ["deadline"] * 5
+    assert all(result.elapsed_s <= result.deadline_s for result in results), [r.elapsed_s for r in results]
+    assert provider.sent == 1  # the refused task's retry was not sent either
+    assert max(time.sleeps) < 12  # no one slept into the pause
+    skipped = [call for call in trace.calls if call["skipped"]]
+    assert len(skipped) == 5 and all(call["error"].startswith("deadline") for call in skipped)
+    assert all(run.guard.held == 0 for run in runs)
