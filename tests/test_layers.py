@@ -27,11 +27,14 @@ RANK = {
     "plan": 8,
     "runtime": 9,
     "policy": 10,
-    "evaluate": 11,
-    "lsp": 12, "cli": 12,
+    "evaluate": 11, "api": 11,
+    "lsp": 12, "cli": 12, "serve": 12,
     "__main__": 13,
 }
 GENERATED = {"bamasc.syntax._tables"}
+# The package itself re-exports the public API (bamasc.api) for type checkers and on first
+# attribute use only (PEP 562), never at import: it is above every stage and in no cycle.
+FRONT_DOOR = "bamasc"
 MAX_LINES = 400
 
 
@@ -86,6 +89,7 @@ def test_no_stage_imports_a_later_one():
     upward = [
         f"{module}:{line} imports {target}"
         for module, found in imports.items()
+        if module != FRONT_DOOR
         for target, _, line in found
         if _stage(target) not in (_stage(module), "bamasc") and RANK[_stage(module)] < RANK[_stage(target)]
     ]
@@ -105,7 +109,7 @@ def test_no_module_imports_another_modules_private_names():
 
 def test_the_imports_have_no_cycle():
     modules, imports = _graph()
-    edges = {m: {t for t, _, _ in found if t in modules and t != m} for m, found in imports.items()}
+    edges = {m: {t for t, _, _ in found if t in modules and t != m} for m, found in imports.items() if m != FRONT_DOOR}
     state: dict[str, int] = {}  # 1: on the current path, 2: done
 
     def visit(module: str, path: list[str]) -> list[str] | None:

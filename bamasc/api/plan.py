@@ -228,18 +228,21 @@ class Plan:
         return asyncio.run(self.run_batch(tasks, **options))
 
     def session(self, *, trace: str | None = None, total_budget: float | None = None, concurrency: int = 8,
-                provider: Providers | None = None, template: str | None = None) -> Session:
+                provider: Providers | None = None, template: str | None = None, timeout: float = 60.0,
+                retries: int = 3) -> Session:
         """A long-lived runner for tasks that come one by one (a server): one trace, one total, one set of
-        providers. Use it as `async with plan.session(...) as session: await session.run(text)`."""
+        providers. Use it as `async with plan.session(...) as session: await session.run(text)`.
+        `timeout` (s per attempt) and `retries` are `bamasc exec`'s --timeout and --retries."""
         from bamasc.api.session import Session
 
         return Session(self._plan, self._program, self._system, trace=trace, total_budget=total_budget,
-                       concurrency=concurrency, provider=provider, template=template)
+                       concurrency=concurrency, provider=provider, template=template, timeout=timeout,
+                       retries=retries)
 
     async def _run(self, tasks: list[Any], collector: Collector, *, budget: object, deadline: object,
                    provider: Providers | None, template: str | None, trace: str | None, resume: bool = False,
                    concurrency: int = 8, total_budget: object = None) -> list[Result]:
-        from bamasc.api.program import checked_budget
+        from bamasc.api.checks import checked_budget
         from bamasc.records import replace
 
         plan, system = tightened(self._plan, self._system, budget, deadline)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bamasc.api import errors
-from bamasc.api.program import checked_budget, checked_deadline
+from bamasc.api.checks import checked_budget, checked_deadline
 from bamasc.api.providers import Providers, exec_fields
 from bamasc.api.records import Call, CallSettled, CallStarted, Event, Result, Task, call_of, result_of
 
@@ -34,7 +34,8 @@ def tightened(plan: Any, system: Any, budget: object, deadline: object) -> tuple
 
 def exec_options(system: Any, program: Any, *, provider: Providers | None, template: str | None,
                  trace: str | None, resume: bool = False, concurrency: int = 8,
-                 listener: Callable[[str, dict[str, Any]], None] | None = None) -> Any:
+                 listener: Callable[[str, dict[str, Any]], None] | None = None, timeout: float = 60.0,
+                 retries: int = 3) -> Any:
     """The ExecOptions of `bamasc exec` with these options (a policy's selector included)."""
     from bamasc.records import replace
     from bamasc.runtime.execute import ExecOptions
@@ -46,8 +47,15 @@ def exec_options(system: Any, program: Any, *, provider: Providers | None, templ
             raise errors.UsageError(f"unknown system or template: {problem}") from None
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise errors.UsageError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
+    from bamasc.runtime.retry import RetryPolicy
+
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise errors.UsageError(f"timeout must be seconds above 0 (at most 3600), not {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise errors.UsageError(f"retries must be a whole number of at least 0, not {retries!r}")
     options = ExecOptions(concurrency=concurrency, trace_path=trace, resume=resume, template=template,
-                          listener=listener, **exec_fields(provider))
+                          listener=listener, retry=RetryPolicy(max_attempts=1 + retries, timeout=float(timeout)),
+                          **exec_fields(provider))
     if system.selection["rule"] == "policy" and template is None:
         from bamasc.policy.errors import PolicyError
         from bamasc.policy.select import selector_for

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from bamasc.api import errors
-from bamasc.api.program import checked_budget
+from bamasc.api.checks import checked_budget
 from bamasc.api.providers import Providers
 from bamasc.api.records import BudgetState, Result
 from bamasc.api.run import Collector, exec_options, tightened, translated_errors
@@ -30,7 +30,8 @@ class Session:
     """Runs tasks on one system of a plan until closed. Made by `Plan.session(...)`."""
 
     def __init__(self, compiled: Any, program: Any, system: Any, *, trace: str | None, total_budget: float | None,
-                 concurrency: int, provider: Providers | None, template: str | None) -> None:
+                 concurrency: int, provider: Providers | None, template: str | None, timeout: float = 60.0,
+                 retries: int = 3) -> None:
         self._plan = compiled
         self._program = program
         self._system = system
@@ -39,6 +40,7 @@ class Session:
         self.concurrency = concurrency
         self._provider = provider
         self._template = template
+        self._retry = {"timeout": timeout, "retries": retries}
         self._batch: Any = None
         self._stack = contextlib.ExitStack()
         self._ids: set[str] = set()
@@ -69,7 +71,7 @@ class Session:
         if self._batch is not None:
             return
         options = exec_options(self._system, self._program, provider=self._provider, template=self._template,
-                               trace=self.trace, concurrency=self.concurrency, listener=self._listen)
+                               trace=self.trace, concurrency=self.concurrency, listener=self._listen, **self._retry)
         with translated_errors():
             recorder = Recorder(self.trace, Summary(), None, self._listen)
             providers: dict[str, Any] = {}

@@ -229,6 +229,8 @@ HEAVY_MODULES = (
     "pygls", "lsprotocol", "cattrs",
     # Ray (the ray extra) belongs to `exec --engine ray`.
     "ray",
+    # Starlette and uvicorn (the serve extra) belong to `bamasc serve`.
+    "starlette", "uvicorn",
 )
 
 

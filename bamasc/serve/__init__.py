@@ -1,0 +1,1 @@
+"""`bamasc serve`: a compiled plan over HTTP (Starlette on uvicorn, the `serve` extra), on the Python API's Session."""

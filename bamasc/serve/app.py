@@ -1,0 +1,145 @@
+"""The ASGI app of `bamasc serve`: its routes, each a thin user of the Python API's Session.
+
+Every route but `/healthz` needs the bearer token (unless the server runs
+without one). No request reaches a handler's exception: a refused request is
+a JSON error naming the field, and a defect is a 500 logged in one line, so
+the log holds no traceback and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bamasc.api.errors import BamError
+from bamasc.serve.metrics import CONTENT_TYPE, metrics_text
+from bamasc.serve.openapi import openapi_document
+from bamasc.serve.requests import Problem, authorized, read_body, task_fields
+
+log = logging.getLogger("bamasc.serve")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the server."""
+
+    max_body: int = 1 << 20  # bytes of a request body
+    max_task: int = 200_000  # characters of a task's text
+    max_pending: int = 1024  # tasks running or waiting at once; more are refused with 429
+    keep: int = 10_000  # recent tasks whose outcome and calls GET /v1/tasks/{id} can show
+
+
+class Tasks:
+    """The outcomes of recent tasks, the oldest forgotten past `keep` (the trace holds every one)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def put(self, task_id: str, value: dict[str, Any]) -> None:
+        self.items[task_id] = value
+        self.items.move_to_end(task_id)
+        while len(self.items) > self.keep:
+            self.items.popitem(last=False)
+
+
+def result_body(result: Any) -> dict[str, Any]:
+    return {"task_id": result.task_id, "answer": result.answer, "cost": round(result.cost, 6),
+            "bound": result.bound, "status": result.status, "template": result.template,
+            "budget": result.budget, "error": result.error}
+
+
+def call_body(call: Any) -> dict[str, Any]:
+    return {name: getattr(call, name) for name in (
+        "node", "role", "model", "attempt", "prompt_tokens", "completion_tokens", "reserved", "charged",
+        "latency_ms", "clamped", "skipped", "error", "rate_wait_s")}
+
+
+def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Limits()) -> Starlette:
+    """The app serving `session` (open, on `plan`); `token` None serves without authentication."""
+    tasks = Tasks(limits.keep)
+    responses: Counter[int] = Counter()
+    document = openapi_document(plan.system, plan.budget, plan.deadline_s, token is not None)
+
+    def guarded(handler: Callable[[Request], Awaitable[Response]], open_route: bool = False
+                ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                if not open_route and not authorized(request.headers.get("authorization"), token):
+                    raise Problem(401, "a bearer token is needed: Authorization: Bearer <token>")
+                response = await handler(request)
+            except Problem as problem:
+                response = JSONResponse(problem.body(), status_code=problem.status,
+                                        headers={"WWW-Authenticate": "Bearer"} if problem.status == 401 else None)
+            except BamError as problem:
+                response = JSONResponse(Problem(422, problem.message).body(), status_code=422)
+            except Exception as problem:  # a defect: one line in the log, never a traceback
+                log.error("internal error on %s %s: %s: %s", request.method, request.url.path,
+                          type(problem).__name__, str(problem)[:300])
+                response = JSONResponse(Problem(500, "internal error").body(), status_code=500)
+            responses[response.status_code] += 1
+            return response
+
+        return endpoint
+
+    async def post_task(request: Request) -> Response:
+        if session.in_flight >= limits.max_pending:
+            raise Problem(429, f"{limits.max_pending} tasks are already running or waiting; try again later")
+        raw = await read_body(request, limits.max_body)
+        text, budget, deadline = task_fields(raw, plan.budget, plan.deadline_s, limits.max_task)
+        task_id = session.new_task_id()
+        tasks.put(task_id, {"task_id": task_id, "status": "running"})
+        try:
+            result = await session.run(text, budget=budget, deadline=deadline, task_id=task_id)
+        except BaseException:
+            tasks.items.pop(task_id, None)
+            raise
+        body = result_body(result)
+        tasks.put(task_id, {**body, "calls": [call_body(call) for call in result.calls]})
+        return JSONResponse(body, status_code=402 if result.status == "skipped_total" else 200)
+
+    async def get_task(request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        found = tasks.items.get(task_id)
+        if found is None:
+            raise Problem(404, f"no recent task {task_id[:80]!r} (the last {limits.keep} are kept; the trace holds all)",
+                          "task_id")
+        return JSONResponse(found)
+
+    async def get_budget(request: Request) -> Response:
+        state = session.budget
+        return JSONResponse({"total": state.total, "spent": round(state.spent, 6), "held": round(state.held, 6),
+                             "left": None if state.left is None else round(state.left, 6), "per_task": plan.budget})
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def metrics(request: Request) -> Response:
+        return PlainTextResponse(metrics_text(session, responses), media_type=CONTENT_TYPE)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    async def not_found(request: Request, problem: Exception) -> Response:
+        status = getattr(problem, "status_code", 404)
+        responses[status] += 1
+        message = "no such route" if status == 404 else "method not allowed on this route"
+        return JSONResponse(Problem(status, message).body(), status_code=status)
+
+    routes = [
+        Route("/v1/tasks", guarded(post_task), methods=["POST"]),
+        Route("/v1/tasks/{task_id}", guarded(get_task), methods=["GET"]),
+        Route("/v1/budget", guarded(get_budget), methods=["GET"]),
+        Route("/healthz", guarded(healthz, open_route=True), methods=["GET"]),
+        Route("/metrics", guarded(metrics), methods=["GET"]),
+        Route("/openapi.json", guarded(openapi), methods=["GET"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -1,0 +1,81 @@
+"""Runs the app on uvicorn: the session opened first (trace locked, earlier spend counted), the socket bound, then served."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from bamasc.serve.app import Limits, build_app
+
+# Connections beyond the tasks a server takes at once (uvicorn answers them 503): each holds a little memory.
+SPARE_CONNECTIONS = 256
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    log_level: str = "warning"
+    graceful_s: float = 30.0  # on SIGTERM or Ctrl-C: how long tasks in flight may finish (their reservations stay)
+
+
+def bind(listen: Listen) -> socket.socket:
+    """The listening socket (raises OSError, e.g. the port is taken)."""
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listen.host, listen.port))
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, limits: Limits,
+                sock: socket.socket, announce: Any = None) -> None:
+    """Serve `session` (already open) on `sock` until a signal stops the server; then close the session."""
+    import uvicorn
+
+    app = build_app(plan, session, token, limits)
+    config = uvicorn.Config(
+        app, lifespan="off", access_log=False, log_level=listen.log_level, server_header=False,
+        limit_concurrency=limits.max_pending + SPARE_CONNECTIONS, timeout_graceful_shutdown=listen.graceful_s,
+    )
+    server = uvicorn.Server(config)
+    _quiet_uvicorn_errors()
+    runner = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        while not server.started and not runner.done():
+            await asyncio.sleep(0.02)
+        if server.started and announce is not None:
+            host, port = sock.getsockname()[:2]
+            announce(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
+        await runner
+    finally:
+        await session.close()
+
+
+def _quiet_uvicorn_errors() -> None:
+    """uvicorn logs a traceback for an app that raises; this app never does, but keep its log to one line if it did."""
+
+    class OneLine(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if record.exc_info:
+                kind, problem = record.exc_info[0], record.exc_info[1]
+                record.msg = f"{record.getMessage()}: {getattr(kind, '__name__', kind)}: {problem}"
+                record.args = None
+                record.exc_info = None
+                record.exc_text = None
+            return True
+
+    logging.getLogger("uvicorn.error").addFilter(OneLine())
+
+
+def say(message: str) -> None:
+    print(f"bamasc serve: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,97 @@
+"""`GET /openapi.json`: the server's OpenAPI 3.1 document, written out as data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bamasc import __version__
+
+
+def _error() -> dict[str, Any]:
+    return {"description": "refused", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def openapi_document(system: str, budget: float, deadline_s: float | None, auth: bool) -> dict[str, Any]:
+    """The document for a server of `system` (its budget and deadline in the descriptions)."""
+    number = {"type": "number"}
+    nullable_number = {"type": ["number", "null"]}
+    nullable_string = {"type": ["string", "null"]}
+    result = {
+        "type": "object",
+        "required": ["task_id", "answer", "cost", "bound", "status", "template"],
+        "properties": {
+            "task_id": {"type": "string"}, "answer": nullable_string, "cost": number, "bound": nullable_number,
+            "status": {"type": "string", "enum": ["ok", "exhausted", "failed", "error", "overbilled", "skipped_total"]},
+            "template": nullable_string, "budget": nullable_number, "error": nullable_string,
+        },
+    }
+    call = {
+        "type": "object",
+        "properties": {
+            "node": {"type": "string"}, "role": nullable_string, "model": {"type": "string"}, "attempt": {"type": "integer"},
+            "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"}, "reserved": number,
+            "charged": number, "latency_ms": nullable_number, "clamped": {"type": "boolean"},
+            "skipped": {"type": "boolean"}, "error": nullable_string, "rate_wait_s": nullable_number,
+        },
+    }
+    security = [{"bearer": []}] if auth else []
+    deadline = "" if deadline_s is None else f"; at most the plan's deadline of {deadline_s:g} s"
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": f"bamasc serve: system {system}", "version": __version__,
+                 "description": f"Tasks run on a compiled plan, each within {budget:g} µ$ (its proven budget)."},
+        "paths": {
+            "/v1/tasks": {"post": {
+                "summary": "Run a task and wait for its answer",
+                "security": security,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["task"], "additionalProperties": False,
+                    "properties": {
+                        "task": {"type": "string", "minLength": 1},
+                        "budget": {"type": "number", "exclusiveMinimum": 0, "maximum": budget,
+                                   "description": "µ$ for this task, at most the plan's"},
+                        "deadline_s": {"type": "number", "exclusiveMinimum": 0,
+                                       "description": f"seconds for this task{deadline}"},
+                    }}}}},
+                "responses": {
+                    "200": {"description": "the task ended (see status)",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}}}},
+                    "402": {"description": "the total budget had no room for the task's worst case (status skipped_total)",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}}}},
+                    **{code: _error() for code in ("400", "401", "408", "413", "422", "429")},
+                },
+            }},
+            "/v1/tasks/{task_id}": {"get": {
+                "summary": "A recent task's outcome and calls",
+                "security": security,
+                "parameters": [{"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {"description": "the task, `running` until it ends", "content": {"application/json": {"schema": {
+                        "allOf": [{"$ref": "#/components/schemas/Result"}, {"type": "object", "properties": {
+                            "calls": {"type": "array", "items": {"$ref": "#/components/schemas/Call"}}}}]}}}},
+                    "404": _error(), "401": _error(),
+                },
+            }},
+            "/v1/budget": {"get": {
+                "summary": "What is left of the total budget", "security": security,
+                "responses": {"200": {"description": "µ$", "content": {"application/json": {"schema": {
+                    "type": "object", "properties": {"total": nullable_number, "spent": number, "held": number,
+                                                     "left": nullable_number, "per_task": number}}}}}, "401": _error()},
+            }},
+            "/healthz": {"get": {"summary": "The server is up (no token needed)",
+                                 "responses": {"200": {"description": "ok"}}}},
+            "/metrics": {"get": {"summary": "Prometheus text format", "security": security,
+                                 "responses": {"200": {"description": "metrics"}, "401": _error()}}},
+            "/openapi.json": {"get": {"summary": "This document", "security": security,
+                                      "responses": {"200": {"description": "OpenAPI 3.1"}, "401": _error()}}},
+        },
+        "components": {"schemas": {
+            "Result": result,
+            "Call": call,
+            "Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {
+                "status": {"type": "integer"}, "field": nullable_string, "message": {"type": "string"}}}}},
+        }},
+    }
+    if auth:
+        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    return document

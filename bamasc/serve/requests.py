@@ -1,0 +1,123 @@
+"""What a request may carry: its bearer token, a body read up to a cap, and a task's fields checked one by one.
+
+Everything here turns a hostile request into a `Problem` (an HTTP status and
+a message naming the field) and never into an exception the server would log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import math
+from typing import Any
+
+FIELDS = ("task", "budget", "deadline_s")
+BODY_SECONDS = 30.0  # a body that takes longer to arrive is refused (408): a slow sender holds no task
+
+
+class Problem(Exception):
+    """A request refused: the HTTP status, the field at fault (or None) and why."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"status": self.status, "field": self.field, "message": self.message}}
+
+
+def authorized(header: str | None, token: bytes | None) -> bool:
+    """Whether an Authorization header carries the token (compared in constant time); any, without a token."""
+    if token is None:
+        return True
+    if not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"), token)
+
+
+async def read_body(request: Any, cap: int) -> bytes:
+    """The body, refused with 413 past `cap` bytes (by its Content-Length, or as it arrives) and 408 when too slow."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise Problem(400, "Content-Length is not a number of bytes")
+        if int(length) > cap:
+            raise Problem(413, f"the body is {length} bytes; at most {cap} are read")
+
+    async def gather() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                raise Problem(413, f"the body is over {cap} bytes; at most {cap} are read")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        return await asyncio.wait_for(gather(), BODY_SECONDS)
+    except asyncio.TimeoutError:
+        raise Problem(408, f"the body did not arrive within {BODY_SECONDS:g} s") from None
+
+
+def task_fields(raw: bytes, plan_budget: float, plan_deadline: float | None, max_task: int) -> tuple[str, Any, Any]:
+    """(task, budget or None, deadline_s or None) of a POST /v1/tasks body; a Problem names what is wrong."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Problem(400, "the body is not UTF-8") from None
+    except RecursionError:
+        raise Problem(400, "the body is not a JSON object: it is nested too deeply") from None
+    except ValueError as problem:  # JSONDecodeError, and an integer of too many digits
+        raise Problem(400, f"the body is not JSON: {str(problem)[:200]}") from None
+    if not isinstance(data, dict):
+        raise Problem(400, f"the body must be a JSON object, not {_kind(data)}")
+    for key in data:
+        if key not in FIELDS:
+            raise Problem(422, f"unknown field {key[:80]!r}; a task takes {', '.join(FIELDS)}", key[:80])
+    task = data.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise Problem(422, f"task must be a non-empty string, not {_kind(task)}", "task")
+    if len(task) > max_task:
+        raise Problem(422, f"task is {len(task)} characters; at most {max_task} are taken", "task")
+    budget = data.get("budget")
+    if budget is not None:
+        _number(budget, "budget", "µ$")
+        if not 0 < budget <= plan_budget * (1 + 1e-12):
+            raise Problem(422, f"budget must be above 0 and at most the plan's {plan_budget:g} µ$, not {budget!r}", "budget")
+    deadline = data.get("deadline_s")
+    if deadline is not None:
+        _number(deadline, "deadline_s", "seconds")
+        limit = math.inf if plan_deadline is None else plan_deadline
+        if not 0 < deadline <= limit * (1 + 1e-12):
+            later = "" if plan_deadline is None else f" and at most the plan's {plan_deadline:g} s"
+            raise Problem(422, f"deadline_s must be above 0{later}, not {deadline!r}", "deadline_s")
+    return task, budget, deadline
+
+
+def _number(value: object, field: str, unit: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Problem(422, f"{field} must be a number of {unit}, not {_kind(value)}", field)
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite:
+        raise Problem(422, f"{field} must be a finite number of {unit}, not {_shown(value)}", field)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
