@@ -8,6 +8,15 @@ check of hand-written prices read an index of every entry's Pricing kept in the
 cache folder, rebuilt (from the package) when the installed data, bamasc or
 the day changes. Only an alias or an unknown entry loads the package itself.
 
+The cache is a copy, never an authority (docs/language.md, "The catalogue
+cache"). Each of its files carries a checksum of what it holds, and every row
+read is checked (its shape, finite rates from 0 to MAX_PRICE, ascending
+tiers); a file that fails either is ignored, rebuilt from the package and
+reported (`take_cache_problems`, lint's BAM411) with the file, the row and the
+field. A compile (`from_package()`) does not read prices from the cache at all:
+it derives each entry it uses from the package, and a cached row that differs
+is reported and rewritten.
+
 Which rates an entry gives (docs/language.md, "Prices from the catalogue"):
 the elementwise highest of every price the entry can still be billed at from
 today on (a time-of-day price, e.g. DeepSeek's, and a price announced for a
@@ -17,10 +26,15 @@ tiers (priority, flex) are never requested, so only the standard prices apply.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime
+import hashlib
 import json
+import math
 import os
 
+from bamasc.limits import MAX_BUDGET, MAX_PRICE, MAX_TOKENS
 from bamasc.prices import PriceTier, Pricing
 
 PACKAGE = "genai-prices"
@@ -28,8 +42,11 @@ PACKAGE = "genai-prices"
 SNAPSHOT_DATES = {"0.2.3": datetime.date(2026, 11, 10)}
 # Lint warns (BAM410) when the snapshot a file's catalog() prices come from is older than this.
 MAX_SNAPSHOT_AGE_DAYS = 120
-INDEX_FORMAT = 2  # the layout of the cached index: a change rebuilds every cached one
+INDEX_FORMAT = 3  # the layout of the cached index: a change rebuilds every cached one
 _LOADED: dict = {}  # the index this process read, by its key
+_PROBLEMS: list[str] = []  # cache files found wrong (and rebuilt) since take_cache_problems() last took them
+# Set by from_package(): prices are derived from the package, the cache only compared with it.
+_FROM_PACKAGE = contextvars.ContextVar("bamasc_catalog_from_package", default=False)
 
 _RATES = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok", "cache_write": "cache_write_mtok"}
 # Billed on output tokens besides the output rate; folded into it (a bound pays the dearest).
@@ -64,7 +81,7 @@ def version() -> str:
 def snapshot_date() -> tuple[datetime.date, bool]:
     """The snapshot's date and whether it is estimated (a release not in SNAPSHOT_DATES: its newest
     price dated on or before today)."""
-    index = _index()
+    index = _index() if not _FROM_PACKAGE.get() else None
     if index is not None:
         return datetime.date.fromisoformat(index["snapshot"][0]), index["snapshot"][1]
     return _snapshot_date()
@@ -140,14 +157,57 @@ def pricing(ref: str) -> Pricing:
     """The Pricing of catalogue entry `ref` (see the module docstring for which rates).
 
     An exact `provider/model` is read from the index; an alias, or an entry
-    the catalogue lacks (for its close matches), loads the package.
+    the catalogue lacks (for its close matches), loads the package. Within
+    `from_package()` every entry is derived from the package.
     """
+    if _FROM_PACKAGE.get():
+        return _derived(ref)
     index = _index()
     provider_id, _, model_id = ref.lower().partition("/")
     for entry_provider, _, models in index["providers"] if index else ():
         if entry_provider == provider_id and model_id in models:
             return _from_row(f"{provider_id}/{model_id}", models[model_id], index["snapshot"][0])
     return _priced(*find(ref))
+
+
+@contextlib.contextmanager
+def from_package():
+    """Within it, pricing() derives every entry from the package and only compares the cache with it:
+    a compile binds with the snapshot's prices whatever the cache holds."""
+    token = _FROM_PACKAGE.set(True)
+    try:
+        yield
+    finally:
+        _FROM_PACKAGE.reset(token)
+
+
+def take_cache_problems() -> list[str]:
+    """What was found wrong with the cache (each file ignored and rebuilt) since the last call."""
+    found = list(_PROBLEMS)
+    _PROBLEMS.clear()
+    return found
+
+
+def _derived(ref: str) -> Pricing:
+    """`ref` priced from the package; a cached row of it that says otherwise is reported and rewritten."""
+    provider, model = find(ref)
+    try:
+        derived = _priced(provider, model)
+        expected = _row(derived)
+    except CatalogError as problem:
+        derived, expected = problem, ["error", str(problem), problem.unpriceable]
+    index = _index()
+    for entry_provider, _, models in index["providers"] if index else ():
+        if entry_provider == provider.id and isinstance(models, _Rows):
+            cached = models.get(model.id)
+            if cached is not None and _plain(cached) != _plain(expected):
+                _PROBLEMS.append(f"{_cache_file(models.path)}: row '{model.id}' differs from the {PACKAGE} snapshot "
+                                 f"({_differences(cached, expected)}); the snapshot's prices are used and the "
+                                 "file was rebuilt from it")
+                models.rebuild()
+    if isinstance(derived, CatalogError):
+        raise derived
+    return derived
 
 
 def _priced(provider, model) -> Pricing:
@@ -258,7 +318,10 @@ def declared_entry(provider: str, model_id: str, base_url: str | None) -> tuple[
 
     for entry_provider, pattern, models in index["providers"]:
         if base_url is not None:
-            matches = re.match(pattern, base_url) is not None
+            try:
+                matches = re.match(pattern, base_url) is not None
+            except re.error:  # the package's own pattern, so never expected: no entry rather than a crash
+                matches = False
         else:
             matches = entry_provider == provider and provider in ("openai", "anthropic")
         if matches:
@@ -274,6 +337,9 @@ def _index() -> dict | None:
     The cache holds one small file naming the providers and one file of rows per
     provider, read only when an entry of that provider is asked for: a lint of
     OpenAI and DeepSeek models reads 10 KB, not the 200 KB of every provider.
+    Each file holds its key and a checksum of the rest (`_checksum`): one of
+    another key is another day's or release's, rebuilt without a word; one
+    whose checksum or content is wrong is rebuilt and reported.
     """
     stamp = _data_stamp()
     if stamp is None:
@@ -286,16 +352,11 @@ def _index() -> dict | None:
     key = f"{INDEX_FORMAT}:{__version__}:{stamp}:{today().isoformat()}"
     if _LOADED.get("key") == key:
         return _LOADED
-    try:
-        with open(path, encoding="utf-8") as handle:
-            cached = json.load(handle)
-        if isinstance(cached, dict) and cached.get("key") == key:
-            cached["providers"] = [[id_, pattern, _Rows(folder, id_, key)] for id_, pattern in cached["providers"]]
-            _LOADED.clear()
-            _LOADED.update(cached)
-            return _LOADED
-    except (OSError, ValueError, TypeError):
-        pass
+    cached = _read_cached(path, key, _providers_problem)
+    if cached is not None:
+        _LOADED.clear()
+        _LOADED.update(cached, providers=[[id_, pattern, _Rows(folder, id_, key)] for id_, pattern in cached["providers"]])
+        return _LOADED
     date, estimated = _snapshot_date()
     providers = _build_index()
     built = {"key": key, "snapshot": [date.isoformat(), estimated], "providers": providers}
@@ -303,8 +364,8 @@ def _index() -> dict | None:
         os.makedirs(folder, exist_ok=True)
         # The rows first, the list of providers last: a list with this key means its rows are there.
         for id_, _, models in providers:
-            _write_json(os.path.join(folder, f"{id_}.json"), {"key": key, "models": models})
-        _write_json(path, {**built, "providers": [[id_, pattern] for id_, pattern, _ in providers]})
+            _write_cached(os.path.join(folder, f"{id_}.json"), {"key": key, "models": models})
+        _write_cached(path, {**built, "providers": [[id_, pattern] for id_, pattern, _ in providers]})
     except OSError:
         pass  # a read-only cache: the index is built again next time
     _LOADED.clear()
@@ -312,16 +373,98 @@ def _index() -> dict | None:
     return built
 
 
-def _write_json(path: str, value) -> None:
+def _cache_file(path: str) -> str:
+    return f"the catalogue cache file {path}"
+
+
+def _checksum(value: dict) -> str:
+    """The SHA-256 of a cache file's content but its checksum: a file edited after it was written fails it."""
+    content = {name: item for name, item in value.items() if name != "sha256"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _write_cached(path: str, value: dict) -> None:
     temporary = f"{path}.{os.getpid()}"
     with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(value, handle)
+        json.dump({**value, "sha256": _checksum(value)}, handle)
     os.replace(temporary, path)
+
+
+def _read_cached(path: str, key: str, content_problem) -> dict | None:
+    """The cache file at `path` if it is there, of this key, and sound: its content as `content_problem`
+    (which names the row and the field) finds it, then its checksum. A file that is not is reported."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            cached = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as problem:  # (UnicodeDecodeError is a ValueError)
+        reason = f"it cannot be read as JSON ({problem})"
+    else:
+        if isinstance(cached, dict) and "key" in cached and cached["key"] != key:
+            return None  # another day's or release's: replaced without a word
+        reason = "it is not a JSON object" if not isinstance(cached, dict) else content_problem(cached)
+        if reason is None and cached.get("sha256") != _checksum(cached):
+            reason = "its content does not match its checksum: it was changed after bamasc wrote it"
+            if "models" in cached:
+                reason += _changed_rows(path, cached["models"])
+        if reason is None:
+            return cached
+    _PROBLEMS.append(f"{_cache_file(path)}: {reason}; it was ignored and rebuilt from the {PACKAGE} snapshot")
+    return None
+
+
+def _changed_rows(path: str, rows: dict) -> str:
+    """The rows of an edited provider file that differ from the package's, as ' (row 'm': input 1 instead of 2)'."""
+    provider = os.path.basename(path).removesuffix(".json")
+    expected = next((models for id_, _, models in _build_index() if id_ == provider), {})
+    changed = [f"row '{model}': {_differences(row, expected.get(model))}"
+               for model, row in rows.items() if _plain(row) != _plain(expected.get(model))]
+    changed += [f"row '{model}' is missing" for model in expected if model not in rows]
+    if not changed:
+        return ""
+    more = f"; ... and {len(changed) - 3} more" if len(changed) > 3 else ""
+    return " (" + "; ".join(changed[:3]) + more + ")"
+
+
+def _providers_problem(cached: dict) -> str | None:
+    """Why the list of providers cannot be used, or None."""
+    snapshot = cached.get("snapshot")
+    if not (isinstance(snapshot, list) and len(snapshot) == 2 and isinstance(snapshot[1], bool)
+            and isinstance(snapshot[0], str) and _is_date(snapshot[0])):
+        return f"field 'snapshot' is {_shown(snapshot)}, not [an ISO date, true or false]"
+    providers = cached.get("providers")
+    if not isinstance(providers, list):
+        return f"field 'providers' is {_shown(providers)}, not a list"
+    for number, entry in enumerate(providers):
+        if not (isinstance(entry, list) and len(entry) == 2 and _is_name(entry[0]) and isinstance(entry[1], str)):
+            return f"field 'providers', entry {number} is {_shown(entry)}, not [a provider id, its API's pattern]"
+    return None
+
+
+def _is_date(text: str) -> bool:
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_name(value) -> bool:
+    """A provider id the cache may name a file after: letters, digits, '-', '_' and '.', not starting with '.'."""
+    return (isinstance(value, str) and 0 < len(value) <= 100 and not value.startswith(".")
+            and value.replace("-", "").replace("_", "").replace(".", "").isalnum() and value.isascii())
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Rows:
     """One provider's {model: row}, read from the cache on first use (rebuilt from the package
-    if that file is missing or belongs to another index)."""
+    if that file is missing, belongs to another index, or fails its checksum or a row's check)."""
 
     def __init__(self, folder: str, provider: str, key: str):
         self.path = os.path.join(folder, f"{provider}.json")
@@ -331,16 +474,20 @@ class _Rows:
 
     def _load(self) -> dict:
         if self.rows is None:
-            try:
-                with open(self.path, encoding="utf-8") as handle:
-                    cached = json.load(handle)
-                if isinstance(cached, dict) and cached.get("key") == self.key:
-                    self.rows = cached["models"]
-            except (OSError, ValueError, KeyError):
-                pass
-            if self.rows is None:
-                self.rows = next(models for id_, _, models in _build_index() if id_ == self.provider)
+            cached = _read_cached(self.path, self.key, _rows_problem)
+            if cached is not None:
+                self.rows = cached["models"]
+            else:
+                self.rebuild()
         return self.rows
+
+    def rebuild(self) -> None:
+        """The rows from the package, written back over the file (a read-only cache is left as it is)."""
+        self.rows = next((models for id_, _, models in _build_index() if id_ == self.provider), {})
+        try:
+            _write_cached(self.path, {"key": self.key, "models": self.rows})
+        except OSError:
+            pass
 
     def get(self, model: str, default=None):
         return self._load().get(model, default)
@@ -350,6 +497,84 @@ class _Rows:
 
     def __getitem__(self, model: str):
         return self._load()[model]
+
+
+# The fields of a row (`_row`), in order, and of a tier in it.
+ROW_FIELDS = ("input", "output", "cache_read", "cache_write", "tiers", "per_request", "batch_input", "batch_output")
+TIER_FIELDS = ("above", "input", "output", "cache_read", "cache_write")
+_OPTIONAL = {"cache_read", "cache_write", "batch_input", "batch_output"}
+
+
+def _rows_problem(cached: dict) -> str | None:
+    """Why one provider's rows cannot be used, naming the row and the field; None when every row can."""
+    models = cached.get("models")
+    if not isinstance(models, dict):
+        return f"field 'models' is {_shown(models)}, not an object of rows"
+    for model, row in models.items():
+        problem = row_problem(row)
+        if problem is not None:
+            return f"row '{model}'{'' if problem.startswith('is ') else ','} {problem}"
+    return None
+
+
+def row_problem(row) -> str | None:
+    """Why `row` is not one `_row` writes ("field 'input' is -5, not ..."), or None."""
+    if isinstance(row, list) and row[:1] == ["error"]:
+        if len(row) == 3 and isinstance(row[1], str) and isinstance(row[2], bool):
+            return None
+        return f"is {_shown(row)}, not [\"error\", a message, true or false]"
+    if not isinstance(row, list) or len(row) != len(ROW_FIELDS):
+        return f"is {_shown(row)}, not a list of {len(ROW_FIELDS)} fields ({', '.join(ROW_FIELDS)})"
+    for name, value in zip(ROW_FIELDS, row):
+        if name == "tiers":
+            problem = _tiers_problem(value)
+        else:
+            problem = _rate_problem(name, value, name in _OPTIONAL, MAX_BUDGET if name == "per_request" else MAX_PRICE)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _tiers_problem(tiers) -> str | None:
+    if not isinstance(tiers, list):
+        return f"field 'tiers' is {_shown(tiers)}, not a list of tiers"
+    previous = -1
+    for number, tier in enumerate(tiers):
+        if not isinstance(tier, list) or len(tier) != len(TIER_FIELDS):
+            return f"field 'tiers[{number}]' is {_shown(tier)}, not [{', '.join(TIER_FIELDS)}]"
+        above = tier[0]
+        if not (type(above) is int and previous < above <= MAX_TOKENS):
+            return (f"field 'tiers[{number}].above' is {_shown(above)}, not a prompt size in tokens "
+                    f"(0 to {MAX_TOKENS:,}) above the tier before it")
+        previous = above
+        for name, value in zip(TIER_FIELDS[1:], tier[1:]):
+            problem = _rate_problem(f"tiers[{number}].{name}", value, name.startswith("cache"), MAX_PRICE)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _rate_problem(field: str, value, optional: bool, limit: float) -> str | None:
+    if value is None and optional:
+        return None
+    if type(value) in (int, float) and math.isfinite(value) and 0 <= value <= limit:
+        return None
+    what = f"a price from 0 to {limit:,.0f}" + (", or null" if optional else "")
+    return f"field '{field}' is {_shown(value)}, not {what}"
+
+
+def _differences(cached, expected) -> str:
+    """The fields of a cached row that differ from the snapshot's, as 'field X instead of Y'."""
+    if not (isinstance(cached, list) and isinstance(expected, list) and len(cached) == len(expected) == len(ROW_FIELDS)):
+        return f"{_shown(cached)} instead of {_shown(expected)}"
+    found = [f"{name} {_shown(was)} instead of {_shown(now)}"
+             for name, was, now in zip(ROW_FIELDS, cached, expected) if _plain(was) != _plain(now)]
+    return ", ".join(found)
+
+
+def _plain(value):
+    """`value` as JSON gives it back (tuples as lists), for comparing a cached row with a derived one."""
+    return json.loads(json.dumps(value))
 
 
 def _data_stamp() -> str | None:

@@ -81,6 +81,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM408": ("deadline-unprovable", "A system has a deadline, but a model of its pool declares no latency to prove it with."),
     "BAM409": ("price-differs-from-catalog", "A hand-written price differs from the catalogue's for the same provider and model id."),
     "BAM410": ("old-price-catalog", "The price catalogue a catalog() price comes from is older than bamasc's limit (120 days)."),
+    "BAM411": ("catalog-cache-rebuilt", "A file of the price catalogue's cache was damaged or edited, or disagreed with the installed snapshot; it was rebuilt from the snapshot."),
     "BAM501": ("template-infeasible", "The compiler found no binding of a template within the budget."),
     "BAM502": ("system-infeasible", "No template of a system has a binding within the budget."),
     "BAM503": ("template-too-large", "A template allows too many slot-count combinations to bind exactly."),

@@ -35,6 +35,7 @@ NO_EXAMPLE = {
     "BAM008": "it needs a file larger than 8 MiB",
     "BAM504": "no file reaches it with the default method; tests/test_numeric_limits.py makes the solver fail",
     "BAM410": "it needs a snapshot older than 120 days; tests/prices/test_catalog.py moves the day",
+    "BAM411": "it needs a damaged cache file; tests/prices/test_catalog_cache.py writes them",
     "BAM506": "it needs --cost-model paper; tests/optimize/test_paper.py reaches it",
 }
 # Codes that only `bamasc compile` reports; their examples lint clean of them.

@@ -1,6 +1,9 @@
-"""Warns where prices may not be true: a hand-written price the catalogue disagrees with, or an old catalogue."""
+"""Warns where prices may not be true: a hand-written price the catalogue disagrees with, an old catalogue,
+or a catalogue cache that was found wrong (and rebuilt)."""
 
 from __future__ import annotations
+
+import sys
 
 from bamasc.diagnostics import Diagnostic, warning
 from bamasc.program import Program
@@ -8,15 +11,29 @@ from bamasc.program import Program
 
 def check_catalog_prices(program: Program) -> list[Diagnostic]:
     found = []
+    spans: dict[bool, list] = {True: [], False: []}  # prices by whether they are catalog(...)
     for model in program.models.values():
         pricing = model.prices()
         span = model.spans.get("price", model.span)
+        spans[bool(pricing.catalog)].append(span)
         if pricing.catalog:
             found.extend(_old_snapshot(model.name, pricing, span))
         elif model.provider in ("openai", "anthropic") and (model.price_input or model.price_output):
             # (Zero prices were reported already, or come from a catalog() that failed.)
             found.extend(_differs(model, span))
-    return found
+    # A problem with the catalogue's cache is shown at the first catalog() price (or the first price).
+    return found + _cache_problems((spans[True] + spans[False] + [None])[0])
+
+
+def _cache_problems(span) -> list[Diagnostic]:
+    """What the catalogue found wrong with its cache while this program was read (it was rebuilt)."""
+    catalog = sys.modules.get("bamasc.catalog")  # not loaded: no price read the catalogue
+    if catalog is None:
+        return []
+    return [warning("BAM411", message, span,
+                    hint="nothing to do: the cache was rebuilt from the installed snapshot; if this recurs, "
+                         "something else writes to the cache folder")
+            for message in catalog.take_cache_problems()]
 
 
 def _old_snapshot(name: str, pricing, span) -> list[Diagnostic]:

@@ -19,6 +19,16 @@ def run(args) -> int:
     from bamasc import catalog
 
     report = Report()
+    with catalog.from_package():  # the package is loaded anyway: show its own prices, not the cache's
+        _show(args, report)
+    for problem in catalog.take_cache_problems():
+        output.warning(problem)
+    return report.return_code
+
+
+def _show(args, report: Report) -> int:
+    from bamasc import catalog
+
     if args.model is None:
         print(summary())
         return report.return_code

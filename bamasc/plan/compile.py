@@ -54,10 +54,14 @@ def compile_file(
     from bamasc.optimize.errors import SolverError
     from bamasc.plan.build import build_plan
 
+    from bamasc import catalog
+
     result = Compiled()
     # Under --budget the declared budget is not the one in force: the binder's BAM501 and
     # BAM502 judge the budget given, so the static check of the declared one would mislead.
-    program, result.diagnostics, result.sources = check_file(path, budgets=budget is None)
+    # A plan binds with the snapshot's own prices, whatever the cache of them holds.
+    with catalog.from_package():
+        program, result.diagnostics, result.sources = check_file(path, budgets=budget is None)
     if program is None:
         return result
     result.program = program

@@ -165,7 +165,12 @@ def _check_catalog(data: dict, settings: Settings, plan_dir: str, path: str, com
         intact = False
     if not intact:
         return  # an edited file: verification names the field that differs
-    program = _program(settings.root, plan_dir)
+    from bamasc import catalog
+
+    # Against the snapshot's own prices, as the compile bound: a cache that says otherwise is rebuilt.
+    with catalog.from_package():
+        program = _program(settings.root, plan_dir)
+    catalog.take_cache_problems()  # (reported where the cache is read for a user: lint, compile, prices)
     details = _price_changes(prices, program) if program is not None else []
     if details:
         raise StalePlanError(
