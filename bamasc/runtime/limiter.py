@@ -18,10 +18,11 @@ same key. A key that learns its limit from the headers first owes what it
 sent before it knew.
 
 Nothing a server says stalls a run: a reported limit is believed down to a
-floor (`REPORTED_FLOOR`, and a tenth of the declared limit), a debt is at
-most one window's limit, and no call waits more than one window at the head
-of its key's queue (`max_wait_s`). A header that is unreadable, below the
-floor or below the declared limit is warned about once per key and header
+floor (`REPORTED_FLOOR`, and a tenth of the declared limit; one below a
+request, or past `REPORTED_CEILING`, is ignored), a debt is at most one
+window's limit, and no call waits more than one window at the head of its
+key's queue (`max_wait_s`). A header that is unreadable, out of those
+bounds or below the declared limit is warned about once per key and header
 (`RateLimitWarning`).
 
 A caller with a deadline says how long it may wait (`within`): it leaves the
@@ -55,6 +56,9 @@ EPSILON_S = 1e-6
 # header of 1 (or one that lost its digits on the way) cannot slow a key to a call a minute. A lower
 # limit that is real can be declared in the model's `rate_limit`, which is always honoured.
 REPORTED_FLOOR = {"requests": 10.0, "tokens": 10_000.0}
+# Past this a reported limit is no provider's (the largest published are tens of thousands of requests
+# and hundreds of millions of tokens a minute): it is ignored, as an unreadable one is.
+REPORTED_CEILING = {"requests": 1e7, "tokens": 1e11}
 
 
 class RateLimitWarning(UserWarning):
@@ -272,7 +276,7 @@ class RateLimiter:
         reported = window.limit
         if reported is None:
             return window
-        if reported < 1:  # no request at all: no limit a server could mean, and some send 0 for none
+        if not 1 <= reported <= REPORTED_CEILING[bucket.name]:  # some servers send 0 for none
             self._warn(key, bucket.name, f"{key}: ignored a reported limit of {reported:g} {bucket.name} a minute")
             return Window(None, window.remaining, window.reset_s)
         floor = max(REPORTED_FLOOR[bucket.name], 0.0 if bucket.declared is None else FLOOR * bucket.declared)

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from bamasc.program import RateLimit
-from bamasc.runtime.limiter import CUT, RateLimiter, limiter_for, rate_key
+from bamasc.runtime.limiter import CUT, RateLimiter, RateLimitWarning, limiter_for, rate_key
 from bamasc.runtime.providers.base import ProviderError
 from bamasc.runtime.providers.failures import error_for_status
 from bamasc.runtime.rate_headers import Window, parse_duration, rate_headers, read_rate_headers
@@ -128,6 +128,33 @@ def test_a_429_holds_back_every_caller_of_the_key_and_slows_it_down():
     asyncio.run(main())
 
 
+def test_a_caller_that_cannot_be_served_by_its_deadline_leaves_the_queue_at_once():
+    time = FakeTime()
+    limits = limiter(time, requests=60)  # a bucket of one request
+    ended = []
+
+    async def call(name, within=None):
+        ended.append((name, await limits.acquire(KEY, 1, within)))
+
+    async def main():
+        await limits.acquire(KEY, 1)  # empties the bucket
+        head = asyncio.ensure_future(call("head"))
+        behind = asyncio.ensure_future(call("behind", within=5.0))
+        await asyncio.sleep(0)  # the head sleeps its second, the other waits behind it
+        limits.penalise(KEY, 30.0)  # the key's next turn is now past the second caller's deadline
+        await asyncio.gather(head, behind)
+
+    asyncio.run(main())
+    # It left with nothing as soon as the 429 came, before the head's turn: not at its deadline, not after the pause.
+    assert ended[0] == ("behind", None)
+    assert ended[1][0] == "head" and ended[1][1] >= 30.0
+    # At the head of the queue, a caller whose turn comes too late leaves without sleeping; nothing is taken.
+    limits.penalise(KEY, 30.0)
+    slept = len(time.sleeps)
+    assert asyncio.run(limits.acquire(KEY, 1, within=1.0)) is None and len(time.sleeps) == slept
+    assert asyncio.run(limits.acquire(KEY, 1, within=120.0)) >= 30.0
+
+
 def test_a_429_pauses_a_key_that_has_no_limit_at_all():
     time = FakeTime()
     limits = RateLimiter(clock=time.clock, sleep=time.sleep)
@@ -148,7 +175,8 @@ def test_a_servers_retry_after_is_believed_up_to_one_window(retry_after):
 def test_reported_limits_below_the_declared_ones_set_the_pace():
     time = FakeTime()
     limits = limiter(time, requests=6000, tokens=1_000_000)
-    limits.observe(KEY, {"x-ratelimit-limit-requests": "600", "x-ratelimit-limit-tokens": "5000000"})
+    with pytest.warns(RateLimitWarning, match="reports 600 requests a minute, below the declared 6000"):
+        limits.observe(KEY, {"x-ratelimit-limit-requests": "600", "x-ratelimit-limit-tokens": "5000000"})
     assert limits.limits(KEY) == (600, 1_000_000)  # the lower of declared and reported, each
     grants = asyncio.run(drain(limits, time, [1] * 100))
     assert most_in(grants, 60.0)[0] <= 600

@@ -337,3 +337,67 @@ def test_a_429_with_a_huge_retry_after_ends_every_waiting_task_by_its_deadline(t
     skipped = [call for call in trace.calls if call["skipped"]]
     assert len(skipped) == 5 and all(call["error"].startswith("deadline") for call in skipped)
     assert all(run.guard.held == 0 for run in runs)
+
+
+# --- hostile rate-limit headers, through both official SDKs
+
+HOSTILE_VALUES = {
+    "one": "1", "zero": "0", "negative": "-5", "huge": "1e30", "overflow": "1e400", "garbage": "lots", "nan": "NaN",
+}
+
+
+def hostile_headers(flavor: str, value: str) -> dict[str, str]:
+    """Every limit and what is left of it said to be `value`, each reset 31 years away."""
+    if flavor == "openai":
+        headers = {f"x-ratelimit-{field}-{dimension}": value
+                   for field in ("limit", "remaining") for dimension in ("requests", "tokens")}
+        headers.update({f"x-ratelimit-reset-{dimension}": "999999999s" for dimension in ("requests", "tokens")})
+        return headers
+    headers = {f"anthropic-ratelimit-{dimension}-{field}": value
+               for dimension in ("requests", "tokens", "input-tokens", "output-tokens") for field in ("limit", "remaining")}
+    headers.update({f"anthropic-ratelimit-{dimension}-reset": "2057-01-01T00:00:00Z" for dimension in ("requests", "tokens")})
+    return headers
+
+
+class Hostile:
+    """A 429 with a Retry-After of 31 years first, then replies; every answer carries the hostile headers."""
+
+    def __init__(self, headers: dict[str, str]):
+        self.headers = tuple(headers.items())
+        self.answered = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, body) -> Action:
+        with self.lock:
+            self.answered += 1
+            first = self.answered == 1
+        if first:
+            return status(429, headers={**dict(self.headers), "retry-after": "999999999"})
+        return Action("reply", headers=self.headers)
+
+
+@pytest.mark.parametrize("value", sorted(HOSTILE_VALUES))
+@pytest.mark.parametrize("flavor", ["openai", "anthropic"])
+def test_hostile_rate_limit_headers_are_warned_about_and_stall_nothing(tmp_path, capsys, flavor, value):
+    from bamasc.runtime.limiter import RateLimitWarning
+
+    server = ScriptedServer(flavor, responder=Hostile(hostile_headers(flavor, HOSTILE_VALUES[value]))).start()
+    try:
+        plan, program = compiled(tmp_path, flavor, server.base_url,
+                                 "rate_limit { requests_per_minute = 600  tokens_per_minute = 100000 }")
+        time = FakeTime()
+        limiter = fake_limiter(program, time)
+        with pytest.warns(RateLimitWarning) as caught:
+            results, calls = run(plan, program, 4, limiter, concurrency=1)
+    finally:
+        server.close()
+    assert [result.status for result in results] == ["ok"] * 4
+    # The Retry-After paused the key for its cap; no other wait comes near it, let alone hours.
+    waits = [call["rate_wait_s"] for call in calls]
+    assert max(time.sleeps) <= limiter.max_wait_s and max(waits) <= limiter.max_wait_s
+    # After it, the key is paced at the floor or above: a few seconds a call at most, not a minute.
+    assert all(wait <= limiter.max_wait_s / 10 for wait in sorted(waits)[:-1]), waits
+    messages = [str(warning.message) for warning in caught if warning.category is RateLimitWarning]
+    assert messages and len(messages) == len(set(messages))  # once per key and header, not once per reply
+    assert all(rate_key(program.models["remote"]) in message for message in messages)
+    assert "Traceback" not in capsys.readouterr().err
