@@ -2,15 +2,17 @@
 
 Every sampler keeps the items it is given in a fixed order and draws without
 replacement, so the same file, options and seed give the same subset on any
-machine. The shuffle is Python's `random.Random(seed).shuffle` of the items
-in file order (after any id ranges); docs/paper.md shows how to reproduce it
-by hand.
+machine. Each shuffle is the one the BAMAS reference uses for that subset: a
+plain sample is Python's `random.Random(seed).shuffle` of the items in file
+order (after any id ranges), as the reference draws its GSM8K training tasks;
+a stratified sample is NumPy's `default_rng(seed).permutation`, as the
+reference's MATH loader shuffles before it takes each level's share.
+docs/paper.md shows how to reproduce both by hand.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass
 
 # The BAMAS reference's seeds: its training subsets, and its stratified MATH test subset.
@@ -116,30 +118,41 @@ def sample(items: list, size: int, seed: int) -> list:
 
 
 def quotas(counts: dict[str, int], size: int) -> dict[str, int]:
-    """Largest-remainder shares of `size` in proportion to `counts`: each value gets the whole part of
-    size * count / total, and the rest go one each to the largest remainders (ties: the larger group,
-    then the value that sorts first). They sum to `size`."""
+    """The reference's shares of `size` in proportion to `counts` (given in order of first appearance):
+    each value gets int(count / total * size), computed in floating point as the reference does, and
+    what those leave over all goes to the value with the largest share (the first such on a tie).
+    Where that is more than the value holds, the excess goes on to the next largest share (the
+    reference would return fewer items). They sum to `size`."""
     total = sum(counts.values())
-    shares = {value: size * count // total for value, count in counts.items()}
-    remainders = sorted(counts, key=lambda value: (-(size * counts[value] % total), -counts[value], value))
-    for value in remainders[: size - sum(shares.values())]:
-        shares[value] += 1
+    shares = {value: int(count / total * size) for value, count in counts.items()}
+    left = size - sum(shares.values())
+    # sorted is stable: equal shares keep the order of first appearance, as max() picks the first.
+    for value in sorted(shares, key=lambda value: -shares[value]):
+        extra = min(left, counts[value] - shares[value])
+        shares[value] += extra
+        left -= extra
     return shares
 
 
+def permuted(items: list, seed: int) -> list:
+    """A new list: `items` in the order `numpy.random.default_rng(seed).permutation` leaves them."""
+    import numpy as np  # installed with matplotlib and highspy; loaded only for a stratified sample
+
+    return [items[index] for index in np.random.default_rng(seed).permutation(len(items))]
+
+
 def stratified(items: list, size: int, key, seed: int) -> list:
-    """`size` items drawn proportionally to `key(item)`'s values: the seeded shuffle, then the first
-    quota of each value in that order. The result keeps the shuffled order."""
+    """`size` items drawn proportionally to `key(item)`'s values, as the reference draws MATH's subsets:
+    the seeded NumPy permutation, the shares of `quotas` (values in order of first appearance), then
+    each value's first items in that order. The result holds the values one after another, in order
+    of first appearance, each in permuted order (the order of the reference's subset file)."""
     _check_size(size, len(items))
-    order = shuffled(items, seed)
-    wanted = quotas(Counter(map(key, order)), size)
-    kept = []
+    order = permuted(items, seed)
+    groups: dict[str, list] = {}
     for item in order:
-        value = key(item)
-        if wanted[value]:
-            wanted[value] -= 1
-            kept.append(item)
-    return kept
+        groups.setdefault(key(item), []).append(item)
+    wanted = quotas({value: len(group) for value, group in groups.items()}, size)
+    return [item for value, group in groups.items() for item in group[: wanted[value]]]
 
 
 def select(items: list, sampling: Sampling, id_of=lambda item: item.id, field_of=None) -> list:

@@ -91,16 +91,19 @@ def test_a_sample_larger_than_the_items_or_empty_is_refused():
 # ---------------------------------------------------------------- stratified samples
 
 
-def test_quotas_by_largest_remainder_worked_by_hand():
-    # 1000 of MATH's 5000: 87.4, 178.8, 226.2, 242.8, 264.8 -> the three .8 remainders get one more.
-    assert quotas(MATH_LEVELS, 1000) == {"Level 1": 87, "Level 2": 179, "Level 3": 226, "Level 4": 243, "Level 5": 265}
-    # Equal remainders and groups: the values that sort first.
-    assert quotas({"b": 1, "a": 1, "c": 1}, 2) == {"a": 1, "b": 1, "c": 0}
-    # Exact shares 0.5 and 1.5: equal remainders, and the larger group gets the one left over.
+def test_quotas_are_the_references_worked_by_hand():
+    # 1000 of MATH's 5000: int(87.4, 178.8, 226.2, 242.8, 264.8) = 87, 178, 226, 242, 264 make 997;
+    # the 3 left over all go to the largest share, Level 5 (the reference's 87/178/226/242/267).
+    assert quotas(MATH_LEVELS, 1000) == {"Level 1": 87, "Level 2": 178, "Level 3": 226, "Level 4": 242, "Level 5": 267}
+    # Shares 0.5 and 1.5: 0 and 1, and the one left goes to the larger share.
     assert quotas({"a": 1, "b": 3}, 2) == {"a": 0, "b": 2}
-    # Shares 2/3 and 4/3: the larger remainder wins whatever the group sizes.
-    assert quotas({"small": 1, "large": 2}, 2) == {"small": 1, "large": 1}
-    assert quotas({"x": 3, "y": 1}, 1) == {"x": 1, "y": 0}
+    # Shares 2/3 and 4/3: 0 and 1; the larger share takes the rest though the smaller remainder is larger.
+    assert quotas({"small": 1, "large": 2}, 2) == {"small": 0, "large": 2}
+    # The shares are floored in floating point, as the reference computes them: 2 / 98 * 49 is
+    # 0.999..., so 'x' gets 0 where exact arithmetic gives it 1, and 'y' the whole rest.
+    assert quotas({"x": 2, "y": 96}, 49) == {"x": 0, "y": 49}
+    # Equal shares (all 0): the first value in order of appearance takes what it holds, the next the rest.
+    assert quotas({"b": 1, "a": 1, "c": 1}, 2) == {"b": 1, "a": 1, "c": 0}
 
 
 def test_quotas_always_sum_to_the_size_and_never_exceed_a_group():
@@ -111,19 +114,36 @@ def test_quotas_always_sum_to_the_size_and_never_exceed_a_group():
         shares = quotas(counts, size)
         assert sum(shares.values()) == size
         assert all(0 <= shares[v] <= counts[v] for v in counts)
-        # Within one of the exact share.
+        # Never below the floored share; above it only the largest shares, which take what is left.
         total = sum(counts.values())
-        assert all(abs(shares[v] - size * counts[v] / total) < 1 for v in counts)
+        assert all(shares[v] >= int(counts[v] / total * size) for v in counts)
 
 
-def test_the_stratified_math_subset_is_proportional_by_level(math_like):
+def reference_subset(rows: list[dict], size: int, seed: int = 888) -> list[dict]:
+    """The reference's MATH subset restated from its loader and sampling script: NumPy's permutation
+    of the rows in file order, int(count / total * size) per level, the rest to the largest, then each
+    level's first rows, the levels one after another in order of first appearance."""
+    import numpy as np
+
+    shuffled_rows = list(np.random.default_rng(seed).permutation(rows))
+    counts = Counter(row["level"] for row in shuffled_rows)
+    target = {level: int(count / len(shuffled_rows) * size) for level, count in counts.items()}
+    largest = max(target, key=lambda level: target[level])
+    target[largest] += size - sum(target.values())
+    return [row for level in target for row in [r for r in shuffled_rows if r["level"] == level][: target[level]]]
+
+
+def test_the_stratified_math_subset_is_the_references(math_like):
     dataset = load(math_like, "math")
     assert len(dataset) == 5000
     subset = select(dataset.items, Sampling(size=1000, stratify="level"))
     assert Counter(item.level for item in subset) == {
-        "Level 1": 87, "Level 2": 179, "Level 3": 226, "Level 4": 243, "Level 5": 265}
+        "Level 1": 87, "Level 2": 178, "Level 3": 226, "Level 4": 242, "Level 5": 267}
     ids = [item.id for item in subset]
     assert len(set(ids)) == 1000 and set(ids) <= {item.id for item in dataset.items}
+    # The very subset, in the very order, that the reference's recipe gives for the same file.
+    rows = [json.loads(line) for line in open(math_like, encoding="utf-8")]
+    assert ids == [row["unique_id"] for row in reference_subset(rows, 1000)]
     # Seed 888 by default, and the same subset every time.
     assert ids == [item.id for item in stratified(dataset.items, 1000, lambda item: item.level, 888)]
     assert ids == [item.id for item in select(load(math_like, "math").items, Sampling(size=1000, stratify="level"))]
