@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from bamasc.api import errors
 from bamasc.api.providers import Providers
 from bamasc.api.records import Event, Result, Seat, Task, TaskDone, Template
-from bamasc.api.run import Collector, exec_options, run_tasks, tasks_of, tightened
+from bamasc.api.run import Collector, exec_options, run_tasks, tasks_of, tightened, untyped
 
 if TYPE_CHECKING:
     from bamasc.api.session import Session
@@ -61,12 +61,14 @@ class Plan:
 
     @property
     def deadline_s(self) -> float | None:
-        return self._system.deadline_s
+        seconds = self._system.deadline_s
+        return None if seconds is None else float(seconds)
 
     @property
     def template(self) -> str | None:
         """The template the system's rule selects (for `select = policy(...)`, the default until the policy picks)."""
-        return self._system.selection["selected"]
+        selected = self._system.selection["selected"]
+        return None if selected is None else str(selected)
 
     @property
     def bound(self) -> float | None:
@@ -243,8 +245,9 @@ class Plan:
                    provider: Providers | None, template: str | None, trace: str | None, resume: bool = False,
                    concurrency: int = 8, total_budget: object = None) -> list[Result]:
         from bamasc.api.checks import checked_budget
-        from bamasc.records import replace
+        from bamasc.records import replace as replace_record
 
+        replace = untyped(replace_record)
         plan, system = tightened(self._plan, self._system, budget, deadline)
         options = exec_options(system, self._program, provider=provider, template=template, trace=trace,
                                resume=resume, concurrency=concurrency, listener=collector)

@@ -16,9 +16,16 @@ from bamasc.api.providers import Providers, exec_fields
 from bamasc.api.records import Call, CallSettled, CallStarted, Event, Result, Task, call_of, result_of
 
 
+def untyped(value: object) -> Any:
+    """The runtime's records, made by `records.record`, which type checkers cannot read: Any to the API's modules."""
+    return value
+
+
 def tightened(plan: Any, system: Any, budget: object, deadline: object) -> tuple[Any, Any]:
     """(plan, system) with the system's budget and deadline lowered to those given (None: as compiled)."""
-    from bamasc.records import replace
+    from bamasc.records import replace as replace_record
+
+    replace = untyped(replace_record)
 
     changes: dict[str, float] = {}
     if budget is not None:
@@ -37,9 +44,10 @@ def exec_options(system: Any, program: Any, *, provider: Providers | None, templ
                  listener: Callable[[str, dict[str, Any]], None] | None = None, timeout: float = 60.0,
                  retries: int = 3) -> Any:
     """The ExecOptions of `bamasc exec` with these options (a policy's selector included)."""
-    from bamasc.records import replace
-    from bamasc.runtime.execute import ExecOptions
+    from bamasc.records import replace as replace_record
+    from bamasc.runtime.execute import ExecOptions as Options
 
+    replace, ExecOptions = untyped(replace_record), untyped(Options)
     if template is not None:
         try:
             system.template(template)
@@ -47,8 +55,9 @@ def exec_options(system: Any, program: Any, *, provider: Providers | None, templ
             raise errors.UsageError(f"unknown system or template: {problem}") from None
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise errors.UsageError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
-    from bamasc.runtime.retry import RetryPolicy
+    from bamasc.runtime.retry import RetryPolicy as Policy
 
+    RetryPolicy = untyped(Policy)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise errors.UsageError(f"timeout must be seconds above 0 (at most 3600), not {timeout!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -69,8 +78,9 @@ def exec_options(system: Any, program: Any, *, provider: Providers | None, templ
 
 def tasks_of(tasks: Iterable[str | Task]) -> list[Any]:
     """The runtime's tasks: a Task keeps its id, a text gets its 1-based position; ids must differ."""
-    from bamasc.runtime.execute import Task as RunTask
+    from bamasc.runtime.execute import Task as RuntimeTask
 
+    RunTask = untyped(RuntimeTask)
     made = []
     seen: set[str] = set()
     for number, task in enumerate(tasks, start=1):
@@ -131,9 +141,9 @@ class translated_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, problem: BaseException | None, _: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, problem: BaseException | None, _: Any) -> None:
         if problem is None or not isinstance(problem, Exception) or isinstance(problem, errors.BamError):
-            return False
+            return
         from bamasc.runtime.providers.base import ProviderError
         from bamasc.runtime.trace import TraceError
 
@@ -147,4 +157,3 @@ class translated_errors:
             raise errors.UsageError(f"cannot write the trace: {problem.strerror or problem}") from None
         if isinstance(problem, ValueError):
             raise errors.BamError(str(problem)) from None
-        return False

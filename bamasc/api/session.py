@@ -21,7 +21,7 @@ from bamasc.api import errors
 from bamasc.api.checks import checked_budget
 from bamasc.api.providers import Providers
 from bamasc.api.records import BudgetState, Result
-from bamasc.api.run import Collector, exec_options, tightened, translated_errors
+from bamasc.api.run import Collector, exec_options, tightened, translated_errors, untyped
 
 INTERRUPTED = "interrupted: the process ended while the task ran; its open reservations are charged in full"
 
@@ -40,7 +40,7 @@ class Session:
         self.concurrency = concurrency
         self._provider = provider
         self._template = template
-        self._retry = {"timeout": timeout, "retries": retries}
+        self._timeout, self._retries = timeout, retries
         self._batch: Any = None
         self._stack = contextlib.ExitStack()
         self._ids: set[str] = set()
@@ -71,7 +71,8 @@ class Session:
         if self._batch is not None:
             return
         options = exec_options(self._system, self._program, provider=self._provider, template=self._template,
-                               trace=self.trace, concurrency=self.concurrency, listener=self._listen, **self._retry)
+                               trace=self.trace, concurrency=self.concurrency, listener=self._listen, timeout=self._timeout,
+                               retries=self._retries)
         with translated_errors():
             recorder = Recorder(self.trace, Summary(), None, self._listen)
             providers: dict[str, Any] = {}
@@ -79,10 +80,10 @@ class Session:
                 ledgers = read_ledgers(self.trace)
                 self._ids.update(ledgers)
                 earlier = sum(ledger.spent for ledger in ledgers.values())
-                for task_id, ledger in ledgers.items():
-                    if not ledger.finished and ledger.open:
-                        settle_interrupted(recorder, task_id, ledger)
-                        recorder.task(self._interrupted_line(task_id, ledger.spent))
+                for task_id, found in ledgers.items():
+                    if not found.finished and found.open:
+                        settle_interrupted(recorder, task_id, found)
+                        recorder.task(self._interrupted_line(task_id, found.spent))
                 ledger = None if self.total_budget is None else BatchBudget(self.total_budget, spent=earlier)
                 by_policy = options.selector is not None and options.template is None
                 models = run_models(self._system, options, by_policy)
@@ -127,9 +128,10 @@ class Session:
                   task_id: str | None = None) -> Result:
         """Run one task under the plan's budget (or a tighter `budget`, µ$, and `deadline`, s) and the
         session's total: its worst case is held from the total before it starts."""
-        from bamasc.runtime.execute import Task as RunTask
+        from bamasc.runtime.execute import Task as RuntimeTask
         from bamasc.runtime.workers import Batch, run_one
 
+        RunTask = untyped(RuntimeTask)
         batch = self._opened()
         if not isinstance(task, str):
             raise errors.UsageError(f"task must be a str, not {type(task).__name__}")

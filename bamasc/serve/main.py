@@ -20,7 +20,7 @@ class Listen:
     host: str = "127.0.0.1"
     port: int = 8080
     log_level: str = "warning"
-    graceful_s: float = 30.0  # on SIGTERM or Ctrl-C: how long tasks in flight may finish (their reservations stay)
+    graceful_s: int = 30  # on SIGTERM or Ctrl-C: how long tasks in flight may finish (their reservations stay)
 
 
 def bind(listen: Listen) -> socket.socket:

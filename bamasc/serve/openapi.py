@@ -34,7 +34,7 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
             "skipped": {"type": "boolean"}, "error": nullable_string, "rate_wait_s": nullable_number,
         },
     }
-    security = [{"bearer": []}] if auth else []
+    security: list[dict[str, list[str]]] = [{"bearer": []}] if auth else []
     deadline = "" if deadline_s is None else f"; at most the plan's deadline of {deadline_s:g} s"
     document: dict[str, Any] = {
         "openapi": "3.1.0",
