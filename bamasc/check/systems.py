@@ -17,6 +17,7 @@ from bamasc.program import (
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.limits import MAX_BUDGET, MAX_MIN_AGENTS, MAX_REWARD, written
 from bamasc.records import as_dict
+from bamasc.source import Span
 from bamasc.syntax import ast
 
 SYSTEM_ATTRIBUTES = (
@@ -47,12 +48,13 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
         )
     budget_value = attrs.value("budget", "budget = 1625")
     budget = _money("budget", budget_value, diagnostics) if budget_value is not None else None
+    listed = _budgets(attrs, diagnostics)
     return System(
         name=decl.name,
         models=tuple(name for name, _ in models),
         topologies=tuple(name for name, _ in topologies),
         budget=budget,
-        budgets=_budgets(attrs, diagnostics),
+        budgets=tuple(amount for amount, _ in listed),
         task_tokens=attrs.token_count("task_tokens") or DEFAULT_TASK_TOKENS,
         min_agents=_min_agents(attrs, diagnostics),
         answer=attrs.choice("answer", ANSWER_KINDS, "text"),
@@ -60,7 +62,11 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
         on_exhausted=attrs.choice("on_exhausted", ON_EXHAUSTED, "best_so_far"),
         span=decl.name_span,
         spans=attrs.spans(),
-        item_spans={"models": tuple(s for _, s in models), "topologies": tuple(s for _, s in topologies)},
+        item_spans={
+            "models": tuple(s for _, s in models),
+            "topologies": tuple(s for _, s in topologies),
+            "budgets": tuple(s for _, s in listed),
+        },
         reward=_reward(attrs, decl.name, diagnostics),
         deadline=read_deadline(attrs, diagnostics),
     )
@@ -109,15 +115,16 @@ def _money(name: str, value, diagnostics) -> float | None:
     return amount
 
 
-def _budgets(attrs: Attributes, diagnostics) -> tuple[float, ...]:
+def _budgets(attrs: Attributes, diagnostics) -> tuple[tuple[float, Span], ...]:
+    """Each valid amount of the `budgets` list (µ$) with the span of its item."""
     value = attrs.value("budgets")
     if value is None:
         return ()
     if not isinstance(value, ast.ListValue) or not value.items:
         diagnostics.append(error("BAM108", "budgets must be a list of amounts, such as [500, 1000]", value.span))
         return ()
-    amounts = (_money("each budget", item, diagnostics) for item in value.items)
-    return tuple(a for a in amounts if a is not None)
+    amounts = ((_money("each budget", item, diagnostics), item.span) for item in value.items)
+    return tuple((amount, span) for amount, span in amounts if amount is not None)
 
 
 def _min_agents(attrs: Attributes, diagnostics) -> int:

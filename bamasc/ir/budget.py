@@ -21,7 +21,7 @@ from bamasc.words import rounded_up
 def check_loaded(loaded: Loaded, budgets: bool = True) -> tuple[Program, list[Diagnostic]]:
     """The typed program and every problem found in it: the semantic checks, then
     (on a program free of errors, unless `budgets` is off) the static budget check
-    over each unrolled flow against each system's declared budget."""
+    over each unrolled flow against each system's declared budget and each of its listed `budgets`."""
     program, diagnostics = check(loaded)
     if budgets and not (has_errors(diagnostics) or has_errors(loaded.diagnostics)):
         diagnostics.extend(check_budgets(program))
@@ -39,9 +39,12 @@ def template_floor(program: Program, system: System, topology_name: str) -> floa
 def check_budgets(program: Program) -> list[Diagnostic]:
     diagnostics = []
     for system in program.systems.values():
-        if system.budget is None or not system.topologies:
+        if not system.topologies:
             continue
         floors = {name: template_floor(program, system, name) for name in system.topologies}
+        diagnostics.extend(_listed_budgets(system, floors))
+        if system.budget is None:
+            continue
         over = {name: floor for name, floor in floors.items() if floor > system.budget}
         budget_span = system.spans.get("budget", system.span)
         if len(over) == len(floors):
@@ -71,3 +74,31 @@ def check_budgets(program: Program) -> list[Diagnostic]:
     return diagnostics
 
 
+
+
+def _listed_budgets(system: System, floors: dict[str, float]) -> list[Diagnostic]:
+    """BAM404, a warning, at each amount of the system's `budgets` list that no template's floor fits.
+
+    Compiling at that budget (a sweep, a benchmark, a batch's allocation, a
+    reproduction's cell) finds nothing to run. Only a warning: a list may hold a
+    budget a baseline cannot meet on purpose (the paper's tables report those
+    cells as infeasible), and the declared `budget` is the one a plan runs at.
+    An amount equal to the declared budget is judged there.
+    """
+    cheapest = min(floors, key=floors.get)
+    diagnostics = []
+    for amount, span in zip(system.budgets, system.item_spans.get("budgets", ())):
+        if floors[cheapest] <= amount or amount == system.budget:
+            continue
+        diagnostics.append(
+            warning(
+                "BAM404",
+                f"no template of system '{system.name}' fits its listed budget of {amount:g} µ$: "
+                f"the cheapest, '{cheapest}', needs at least {rounded_up(floors[cheapest])} µ$ per task; "
+                "compiled at this budget, the system has nothing to run",
+                span,
+                *[Note(f"'{name}' needs at least {rounded_up(floor)} µ$") for name, floor in floors.items()],
+                hint=f"raise this budget to at least {rounded_up(floors[cheapest])}, or drop it from the list",
+            )
+        )
+    return diagnostics
