@@ -94,9 +94,10 @@ def compile_file(
         found, late = _within_deadline(program, declared, found)
         result.bindings[name] = found
         result.diagnostics.extend(late)
-        result.diagnostics.extend(_feasibility(declared, found, limit))
+        given = budget is not None and budget != declared.budget
+        result.diagnostics.extend(_feasibility(declared, found, limit, given))
         if method == "paper":
-            result.diagnostics.extend(_paper_over_budget(declared, found, limit))
+            result.diagnostics.extend(_paper_over_budget(declared, found, limit, given))
     if has_errors(result.diagnostics):
         return result
     result.plan = build_plan(program, result.bindings, plan_dir or os.getcwd(), method)
@@ -118,9 +119,20 @@ def _binder(method: str):
     return bind_template
 
 
-def _paper_over_budget(system, found, budget: float) -> list[Diagnostic]:
+GIVEN = "given to compile with --budget"
+
+
+def _budget_given(system, budget: float | None = None) -> Note:
+    """Where a budget passed to compile (--budget) comes from (the caller, when `budget` is given):
+    not the file, so the note points at no line of it."""
+    given = f"the budget of {budget:g} µ$ was {GIVEN}; " if budget is not None else ""
+    return Note(f"{given}the file's own budget, {system.budget:g} µ$, is not in force")
+
+
+def _paper_over_budget(system, found, budget: float, given: bool = False) -> list[Diagnostic]:
     """BAM506 for each pool of the paper cost model whose exact worst case is above the budget."""
     diagnostics = []
+    source = _budget_given(system, budget) if given else Note("the budget is given here", system.spans.get("budget", system.span))
     for binding in found:
         if not binding.feasible or binding.worst_case_cost <= budget * (1 + 1e-9):
             continue
@@ -132,7 +144,7 @@ def _paper_over_budget(system, found, budget: float) -> list[Diagnostic]:
                 f"{rounded_up(binding.estimate)} µ$, but its exact worst case is {rounded_up(binding.worst_case_cost)} µ$, "
                 f"above the budget of {budget:g} µ$; at run time the budget guard stops a task at the budget",
                 system.item_spans["topologies"][index],
-                Note("the budget is given here", system.spans.get("budget", system.span)),
+                source,
                 hint="compile without --cost-model paper for a binding whose worst case is proven within the budget",
             )
         )
@@ -207,9 +219,11 @@ def _misses_deadline(binding) -> bool:
     return not binding.feasible and binding.cheapest_cost is None and DEADLINE_ROW in binding.binding_rows
 
 
-def _feasibility(system, found, budget: float) -> list[Diagnostic]:
+def _feasibility(system, found, budget: float, given: bool = False) -> list[Diagnostic]:
+    """BAM501 for each template with no binding, BAM502 when none has one. `given`: the budget came
+    from the caller (--budget), so BAM502 points at the system's name and says so, not at the file's budget."""
     diagnostics = []
-    span = system.spans.get("budget", system.span)
+    span = system.span if given else system.spans.get("budget", system.span)
     for binding in found:
         if binding.feasible or _misses_deadline(binding):
             continue
@@ -237,12 +251,14 @@ def _feasibility(system, found, budget: float) -> list[Diagnostic]:
         )
     if found and not any(b.feasible for b in found):
         cheapest = [b.cheapest_cost for b in found if b.cheapest_cost is not None]
-        within = f"{budget:g} µ$" + (f" and {system.deadline:g} s" if system.deadline is not None else "")
+        within = f"{budget:g} µ$" + (f" (the budget {GIVEN})" if given else "")
+        within += f" and {system.deadline:g} s" if system.deadline is not None else ""
         diagnostics.append(
             error(
                 "BAM502",
                 f"no template of system '{system.name}' has a binding within {within}",
                 span,
+                *([_budget_given(system)] if given else []),
                 *[Note(f"'{b.template}': cheapest {rounded_up(b.cheapest_cost)} µ$" if b.cheapest_cost is not None
                        else f"'{b.template}': misses the deadline (BAM505)" if _misses_deadline(b)
                        else f"'{b.template}': rules conflict") for b in found],
