@@ -19,6 +19,7 @@ import time
 
 from bamasc.rows import parse_lines
 from bamasc.runtime.trace import read_ledgers
+from bamasc.secrets import redact
 
 INSTALL_HINT = "OpenTelemetry export needs the otel extra: pip install 'bamasc[otel]'"
 MICRO = 1_000_000  # µ$ per USD
@@ -48,7 +49,11 @@ def read_records(path: str) -> list[dict]:
     read_ledgers(path)  # checks every line, with the messages `--resume` gives
     with open(path, "rb") as handle:
         lines = handle.read().split(b"\n")
-    return [record for _, record, problem in parse_lines(lines) if problem is None]
+    # A trace written before errors were redacted may hold a key a server echoed: none reaches a span.
+    return [
+        {**record, "error": redact(record["error"])} if isinstance(record.get("error"), str) else record
+        for _, record, problem in parse_lines(lines) if problem is None
+    ]
 
 
 def task_runs(records: list[dict]) -> list[list[dict]]:

@@ -20,6 +20,7 @@ import math
 import os
 
 from bamasc.rows import RowError, drop_torn_line, parse_line
+from bamasc.secrets import redact
 from bamasc.words import show
 
 TRACE_TYPES = ("reserve", "call", "task")
@@ -58,10 +59,10 @@ class TraceWriter:
         return reservation
 
     def call(self, record: dict) -> None:
-        self._write({"type": "call", **record})
+        self._write({"type": "call", **_redacted(record)})
 
     def task(self, record: dict) -> None:
-        self._write({"type": "task", **record})
+        self._write({"type": "task", **_redacted(record)})
 
     def append_lines(self, lines: list[str]) -> None:
         """Lines written elsewhere (a shard of this run's trace), each ending in a newline, appended as they are."""
@@ -73,6 +74,12 @@ class TraceWriter:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+def _redacted(record: dict) -> dict:
+    """`record` with any key in its error masked: an error may quote a server that echoed the key."""
+    error = record.get("error")
+    return {**record, "error": redact(error)} if isinstance(error, str) else record
 
 
 class TaskLedger:

@@ -14,6 +14,7 @@ from bamasc.runtime.providers.base import ProviderError
 from bamasc.runtime.providers.failures import cause_chain, error_for_status, is_transport_error, transport_error
 from bamasc.runtime.providers.reply import malformed_error
 from bamasc.runtime.rate_headers import rate_headers
+from bamasc.secrets import redact
 
 # The most bytes a reply body may hold, error bodies included. A chat reply of
 # the largest output cap any provider offers (about 128k tokens) is under 2 MiB
@@ -122,10 +123,11 @@ def _detail(error: BaseException, secret: str | None) -> str:
 
 
 def scrub(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` masked, for messages built from server replies."""
+    """`text` with `secret` and anything key-shaped masked, plain, base64 or URL-encoded, for messages built
+    from server replies (a server may echo the key it was sent, encoded)."""
     if secret and len(secret) >= 4:
-        return text.replace(secret, "***")
-    return text
+        text = text.replace(secret, "***")
+    return redact(text, (secret,) if secret else ())
 
 
 def aiohttp_client(sdk, base_url: str | None):
