@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import socket
 import sys
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, li
     )
     server = uvicorn.Server(config)
     _quiet_uvicorn_errors()
+    # uvicorn stops gracefully on SIGINT and SIGTERM, then raises the signal again with the handlers it found:
+    # these take it, so the session is closed and the command exits 0 after a graceful stop.
+    before = {number: signal.signal(number, _taken) for number in (signal.SIGINT, signal.SIGTERM)}
     runner = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
         while not server.started and not runner.done():
@@ -59,6 +63,12 @@ async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, li
         await runner
     finally:
         await session.close()
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+def _taken(number: int, frame: Any) -> None:
+    """A signal uvicorn already acted on."""
 
 
 def _quiet_uvicorn_errors() -> None:
