@@ -137,6 +137,9 @@ class BatchTotals:
         self.stopped_by_deadline = 0
         self.skipped_total = 0  # tasks the total budget had no room for (not run, not counted above)
         self.allocated: Counter = Counter()  # per-task budget -> tasks run at it
+        self.longer_than_assumed = 0  # tasks longer than the `task_tokens` their bound assumed
+        self.longest_task_tokens = 0  # the longest of those, in tokens
+        self.assumed_task_tokens: int | None = None  # the system's `task_tokens`
         self.worst_cost = 0.0
         self.worst_bound: float | None = None
 
@@ -148,6 +151,10 @@ class BatchTotals:
         self.statuses[result.status] += 1
         self.costs.add(result.cost)
         self.overran += bool(result.overran)
+        if result.longer_than_assumed:
+            self.longer_than_assumed += 1
+            self.longest_task_tokens = max(self.longest_task_tokens, result.task_tokens)
+            self.assumed_task_tokens = result.assumed_task_tokens
         self.allocated[result.budget] += 1
         self.worst_cost = max(self.worst_cost, result.cost)
         if result.bound is not None:

@@ -34,7 +34,7 @@ from bamasc.runtime.limiter import Pace, TurnTooLate
 from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
 from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
-from bamasc.runtime.tokens import safe_prompt_bound
+from bamasc.runtime.tokens import safe_prompt_bound, task_tokens
 
 @record
 class Output:
@@ -62,6 +62,15 @@ class TaskResult:
     elapsed_s: float = 0.0  # wall time of the task, from its first call's guard to its answer
     deadline_s: float | None = None
     latency_bound_s: float | None = None  # the template's proven worst-case latency
+    task_tokens: int | None = None  # the task's length in tokens (runtime/tokens.py: task_tokens)
+    assumed_task_tokens: int | None = None  # the system's `task_tokens`, which the bound assumed
+
+    @property
+    def longer_than_assumed(self) -> bool:
+        """The task is longer than the bound assumed: its cost may pass `bound` (never the budget)."""
+        return self.task_tokens is not None and self.assumed_task_tokens is not None and (
+            self.task_tokens > self.assumed_task_tokens
+        )
 
 
 class BudgetExhausted(Exception):
@@ -124,6 +133,7 @@ class TaskRun:
 
     async def run(self) -> TaskResult:
         status, error, result, exhausted = "ok", None, None, None
+        length = task_tokens(self.task, [self.providers[name] for name in self._models() if name in self.providers])
         self.clock.start()
         try:
             result = await self.drive(walk(self.topology, self.counts))
@@ -156,7 +166,13 @@ class TaskRun:
             elapsed_s=self.clock.elapsed,
             deadline_s=self.clock.deadline,
             latency_bound_s=getattr(self.template, "worst_case_latency_s", None),
+            task_tokens=length,
+            assumed_task_tokens=self.system.task_tokens,
         )
+
+    def _models(self) -> list[str]:
+        """The models the template binds, each once."""
+        return sorted({model.name for model in self.model_of.values()})
 
     def _too_late(self, node, model, prompt_tokens: int, cap: int, attempt: int, waited=None) -> DeadlineReached:
         """Record the attempt the deadline does not leave time for."""

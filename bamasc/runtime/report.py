@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bamasc.plan.render import binding_text, text_table
+from bamasc.words import counted
 
 
 def ledger_table(calls: list[dict]) -> str:
@@ -54,6 +55,11 @@ def task_report(result, template, calls: list[dict]) -> str:
     ]
     if result.deadline_s is not None:
         lines.append(f"took: {result.elapsed_s:.3f} s (bound {result.latency_bound_s:.3f}, deadline {result.deadline_s:g})")
+    if result.longer_than_assumed:
+        lines.append(
+            f"warning: the task is {result.task_tokens} tokens, longer than the {result.assumed_task_tokens} "
+            "(task_tokens) the bound assumed: the bound holds only for tasks up to that length; the budget guard was unaffected"
+        )
     lines.append(f"answer: {result.answer}")
     return "\n".join(lines)
 
@@ -74,6 +80,12 @@ def dataset_report(totals, summary, skipped: int) -> str:
             f"cost µ$: mean {costs.mean:.1f}, p95 {costs.percentile(0.95):.1f}, max {costs.largest:.1f}; "
             f"over budget: {totals.overran}",
         ]
+    if totals.longer_than_assumed:
+        lines.append(
+            f"warning: {counted(totals.longer_than_assumed, 'task')} longer than the {totals.assumed_task_tokens} "
+            f"tokens (task_tokens) the bound assumed, the longest {totals.longest_task_tokens}: "
+            "the bound holds only for tasks up to that length; the budget guard was unaffected"
+        )
     if totals.deadlined:
         times = totals.times
         lines.append(

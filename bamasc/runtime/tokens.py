@@ -45,6 +45,24 @@ def safe_prompt_bound(messages: Iterable) -> int:
     return sum(content_bytes(message.content) + MESSAGE_OVERHEAD_TOKENS for message in messages)
 
 
+def task_tokens(task: str, providers: Iterable) -> int:
+    """The task's length in tokens, as the system's `task_tokens` assumes it: the most any of
+    `providers` counts for it (a message of the task less an empty message's framing); one that
+    counts nothing offline gets the task's UTF-8 bytes, the bound the guard reserves with."""
+    from bamasc.runtime.providers.base import Message
+
+    most = 0
+    for provider in providers:
+        try:
+            whole = provider.count_prompt_tokens([Message("user", task)])
+            framing = provider.count_prompt_tokens([Message("user", "")])
+        except Exception:  # a provider's counting defect: the bound below still holds
+            whole = framing = None
+        counted = whole - framing if whole is not None and framing is not None else content_bytes(task)
+        most = max(most, counted)
+    return most
+
+
 def exact_prompt_tokens(model_id: str | None, messages: Iterable) -> int | None:
     """Prompt tokens of `messages` for an OpenAI chat model, an upper bound of its reported usage.
 

@@ -167,6 +167,9 @@ def _task_line(result: TaskResult, guard_kind: str, earlier: float) -> dict:
         "elapsed_s": round(result.elapsed_s, 6),
         "deadline_s": result.deadline_s,
         "latency_bound_s": result.latency_bound_s,
+        "task_tokens": result.task_tokens,
+        "assumed_task_tokens": result.assumed_task_tokens,
+        "longer_than_assumed": result.longer_than_assumed,
     }
 
 
