@@ -158,9 +158,7 @@ class Sources:
         if source is None:
             return ""
         # Lines end at '\n' alone, as the lexer counts them (str.splitlines also breaks at '\f' or '\u2028').
-        lines = self._lines.get(span.file)
-        if lines is None:
-            lines = self._lines[span.file] = source.text.split("\n")
+        lines = self._lines.get(span.file) or self._lines.setdefault(span.file, source.text.split("\n"))
         return lines[span.line - 1].rstrip("\r") if 0 < span.line <= len(lines) else ""
 
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from bamasc import catalog
+from bamasc.catalog import cache as catalog_cache
 from bamasc.lint import lint_paths
 from bamasc.plan.compile import compile_file
 from bamasc.plan.load import StalePlanError, load_plan
@@ -177,15 +178,15 @@ def test_the_cached_index_reads_one_provider_at_a_time_and_survives_a_damaged_fi
     """Lint reads only the providers a file names; a provider file that is missing, truncated or
     from another index is rebuilt from the package, never read as prices."""
     monkeypatch.setenv("BAMASC_CACHE", str(tmp_path))
-    monkeypatch.setattr(catalog, "_LOADED", {})
+    monkeypatch.setattr(catalog_cache, "_LOADED", {})
     expected = catalog.pricing("openai/gpt-4.1-nano")  # builds and writes the index
     folder = tmp_path / "catalog-index"
     assert (folder / "providers.json").exists() and (folder / "openai.json").exists()
     (folder / "openai.json").write_text('{"key": "an older index", "models": {"gpt-4.1-nano": [0, 0, 0, 0, [], 0, null, null]}}')
     (folder / "openrouter.json").write_text("{ truncated")
-    monkeypatch.setattr(catalog, "_LOADED", {})
+    monkeypatch.setattr(catalog_cache, "_LOADED", {})
     again = catalog.pricing("openai/gpt-4.1-nano")
     assert (again.input, again.output) == (expected.input, expected.output) == (0.1, 0.4)
-    monkeypatch.setattr(catalog, "_LOADED", {})
+    monkeypatch.setattr(catalog_cache, "_LOADED", {})
     (folder / "openai.json").unlink()
     assert catalog.pricing("openai/gpt-4.1-nano").output == 0.4

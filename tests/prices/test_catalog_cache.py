@@ -7,6 +7,7 @@ import json
 import pytest
 
 from bamasc import catalog
+from bamasc.catalog import cache as catalog_cache
 from bamasc.lint import lint_paths
 from bamasc.plan.compile import compile_file
 
@@ -63,10 +64,10 @@ MALFORMED = {
 def cache(tmp_path, monkeypatch):
     """A fresh cache folder holding the index, built from the package: its openai file's path."""
     monkeypatch.setenv("BAMASC_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(catalog, "_LOADED", {})
-    monkeypatch.setattr(catalog, "_PROBLEMS", [])
+    monkeypatch.setattr(catalog_cache, "_LOADED", {})
+    monkeypatch.setattr(catalog_cache, "_PROBLEMS", [])
     catalog.pricing("openai/gpt-4.1")
-    monkeypatch.setattr(catalog, "_LOADED", {})  # the next read is the cache's
+    monkeypatch.setattr(catalog_cache, "_LOADED", {})  # the next read is the cache's
     return tmp_path / "cache" / "catalog-index" / "openai.json"
 
 
@@ -75,7 +76,7 @@ def edit(path, change, checksum: bool = False) -> None:
     data = json.loads(path.read_text())
     change(data["models"])
     if checksum:
-        data["sha256"] = catalog._checksum(data)
+        data["sha256"] = catalog_cache._checksum(data)
     path.write_text(json.dumps(data))
 
 
@@ -105,7 +106,7 @@ def test_lint_reports_a_malformed_row_with_its_file_row_and_field(kind, cache, w
     assert [(d.code, d.severity, d.span.line) for d in found] == [("BAM411", "warning", 6)]
     assert str(cache) in found[0].message and named in found[0].message
     # The file was rebuilt: the next read finds it sound and the snapshot's prices in it.
-    catalog._LOADED.clear()
+    catalog_cache._LOADED.clear()
     assert (catalog.pricing("openai/gpt-4.1").input, lint(write_bam)) == (2.0, [])
 
 
@@ -121,13 +122,13 @@ def test_compile_binds_with_the_snapshot_prices_whatever_row_the_cache_holds(kin
 
 def test_a_cheaper_well_formed_row_is_caught_by_the_checksum(cache, write_bam, tmp_path):
     fair = worst_case(compiled(write_bam, tmp_path))
-    catalog._LOADED.clear()
+    catalog_cache._LOADED.clear()
     edit(cache, cheaper)
     found = lint(write_bam)
     assert [d.code for d in found] == ["BAM411"]
     assert "does not match its checksum" in found[0].message
     assert "row 'gpt-4.1': input 0.0001 instead of 2.0, output 0.0001 instead of 8.0" in found[0].message
-    catalog._LOADED.clear()
+    catalog_cache._LOADED.clear()
     edit(cache, cheaper)
     result = compiled(write_bam, tmp_path)
     # 1,100 prompt tokens at 2 and 100 output tokens at 8 $/Mtok, not at 0.0001.

@@ -1,0 +1,92 @@
+"""The offline price catalogue: genai-prices' bundled snapshot, read as `provider/model` entries and turned into a Pricing.
+
+`snapshot.py` reads the package (which rates an entry gives, see its
+docstring); `cache.py` keeps every entry's row in the cache folder, so that
+lint does not load the package (about 0.1 s); `rows.py` is the row format and
+its check. Only an alias or an unknown entry makes lint load the package.
+
+The cache is a copy, never an authority (docs/language.md, "The catalogue
+cache"): a file of it that is damaged, edited or unreadable is rebuilt and
+reported (`take_cache_problems`, lint's BAM411). Within `from_package()` (a
+compile, exec's staleness check, `bamasc prices`) no rate is read from the
+cache at all: each entry is derived from the package, and a cached row that
+differs is reported and rewritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import datetime
+
+from bamasc.catalog import cache
+from bamasc.catalog.cache import declared_entry
+from bamasc.catalog.rows import error_row, from_row, to_row
+from bamasc.catalog.snapshot import (  # noqa: F401 (the interface)
+    PACKAGE, SNAPSHOT_DATES, CatalogError, close_matches, entry_refs, find, package_date, priced, reachable_prices,
+    search, today, version,
+)
+from bamasc.prices import Pricing
+
+__all__ = ["PACKAGE", "MAX_SNAPSHOT_AGE_DAYS", "CatalogError", "close_matches", "declared_entry", "entry_refs",
+           "find", "from_package", "pricing", "reachable_prices", "search", "snapshot_date", "take_cache_problems",
+           "today", "version"]
+
+# Lint warns (BAM410) when the snapshot a file's catalog() prices come from is older than this.
+MAX_SNAPSHOT_AGE_DAYS = 120
+# Set by from_package(): prices are derived from the package, the cache only compared with it.
+_FROM_PACKAGE = contextvars.ContextVar("bamasc_catalog_from_package", default=False)
+
+
+def snapshot_date() -> tuple[datetime.date, bool]:
+    """The snapshot's date and whether it is estimated (a release not in SNAPSHOT_DATES: its newest
+    price dated on or before today)."""
+    index = cache.index() if not _FROM_PACKAGE.get() else None
+    if index is not None:
+        return datetime.date.fromisoformat(index["snapshot"][0]), index["snapshot"][1]
+    return package_date()
+
+
+def pricing(ref: str) -> Pricing:
+    """The Pricing of catalogue entry `ref` (snapshot.py says which rates).
+
+    An exact `provider/model` is read from the cache; an alias, or an entry
+    the catalogue lacks (for its close matches), loads the package. Within
+    `from_package()` every entry is derived from the package.
+    """
+    if _FROM_PACKAGE.get():
+        return _derived(ref)
+    index = cache.index()
+    provider_id, _, model_id = ref.lower().partition("/")
+    for entry_provider, _, models in index["providers"] if index else ():
+        if entry_provider == provider_id and model_id in models:
+            return from_row(f"{provider_id}/{model_id}", models[model_id], index["snapshot"][0], CatalogError)
+    return priced(*find(ref))
+
+
+@contextlib.contextmanager
+def from_package():
+    """Within it, pricing() derives every entry from the package and only compares the cache with it:
+    a compile binds with the snapshot's prices whatever the cache holds."""
+    token = _FROM_PACKAGE.set(True)
+    try:
+        yield
+    finally:
+        _FROM_PACKAGE.reset(token)
+
+
+def take_cache_problems() -> list[str]:
+    """What was found wrong with the cache (each file ignored and rebuilt) since the last call."""
+    return cache.take_problems()
+
+
+def _derived(ref: str) -> Pricing:
+    """`ref` priced from the package; a cached row of it that says otherwise is reported and rewritten."""
+    provider, model = find(ref)
+    try:
+        derived = priced(provider, model)
+    except CatalogError as problem:
+        cache.compare(provider.id, model.id, error_row(str(problem), problem.unpriceable))
+        raise
+    cache.compare(provider.id, model.id, to_row(derived))
+    return derived
