@@ -29,8 +29,9 @@ class DeadlineGuard:
         self.clock = clock
         self.started = clock()
 
-    def start(self) -> None:
-        self.started = self.clock()
+    def start(self, at: float | None = None) -> None:
+        """Start the task's time now, or at `at` (on this guard's clock) when it began waiting earlier."""
+        self.started = self.clock() if at is None else at
 
     @property
     def elapsed(self) -> float:

@@ -105,6 +105,7 @@ class TaskRun:
         retry: RetryPolicy | None = None,
         seed: int = 0,
         limiter=None,  # a runtime.limiter.RateLimiter, or anything with its interface
+        arrived: float | None = None,  # when the task began to wait for its turn (time.perf_counter), if before run()
     ):
         self.program = program
         self.system = system
@@ -128,13 +129,14 @@ class TaskRun:
         self.calls_made = 0
         self.in_flight: set[asyncio.Future] = set()  # concurrent calls of a `parallel`, cancelled on overbilling
         self.clock = DeadlineGuard(getattr(system, "deadline_s", None), self.retry.timeout)
+        self.arrived = arrived
 
     # ------------------------------------------------------------ the task
 
     async def run(self) -> TaskResult:
         status, error, result, exhausted = "ok", None, None, None
         length = task_tokens(self.task, [self.providers[name] for name in self._models() if name in self.providers])
-        self.clock.start()
+        self.clock.start(self.arrived)  # time spent waiting for room in a batch's total counts against the deadline
         try:
             result = await self.drive(walk(self.topology, self.counts))
         except BudgetExhausted as problem:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 
 from bamasc.records import record
 from bamasc.runtime.batch import BatchBudget, BatchTotals
@@ -21,7 +22,7 @@ from bamasc.runtime.execute import (
     ExecOptions, Recorder, Summary, Task, broken, close_providers, fewer_collections, settle_interrupted,
 )
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard
-from bamasc.runtime.interpreter import TaskResult, TaskRun
+from bamasc.runtime.interpreter import DeadlineReached, TaskResult, TaskRun
 from bamasc.runtime.trace import read_ledgers
 
 # Tasks a policy embeds in one batch: large enough for the embedding model's throughput, small enough to stay flat.
@@ -77,18 +78,24 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     """One task: its per-task budget, its worst case reserved from the total, the run, its task line."""
     earlier = settle_interrupted(batch.trace, task.id, batch.ledgers.pop(task.id, None))
     system = batch.system
+    arrived = time.perf_counter()  # the task's deadline counts from here: the total's waiting room is part of its time
     if batch.ledger is None:
         level, cap, held, why = batch.main, system.budget, 0.0, None
         template = system.template(chosen or batch.options.template or system.selection["selected"])
     else:
-        level, template, cap, held, why = await _reserve(batch, task, earlier, chosen)
-    if template is None:
+        try:
+            level, template, cap, held, why = await _reserve(batch, task, earlier, chosen, arrived)
+        except DeadlineReached as late:
+            level, template, cap, held, why = batch.levels[-1], None, 0.0, 0.0, late
+    if isinstance(why, DeadlineReached):
+        result = _late(task, system, earlier, time.perf_counter() - arrived)
+    elif template is None:
         result = _skipped(task, system, why)
     else:
         guard = batch.guard_class(cap, spent=earlier)
         try:
             run = TaskRun(batch.program, level[1], template, batch.providers, guard, task.id, task.text, batch.trace,
-                          batch.options.retry, batch.options.seed, batch.limiter)
+                          batch.options.retry, batch.options.seed, batch.limiter, arrived=arrived)
             result = await run.run()
         except Exception as problem:
             # A defect outside the providers (whose failures the run records
@@ -104,7 +111,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     return result
 
 
-async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None):
+async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None, arrived: float | None = None):
     """(level, template, guard cap, amount held, why not) for a task under the total.
 
     From the allocated budget down: at a level whose budget's rest (budget
@@ -137,8 +144,32 @@ async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None)
         if batch.ledger.held <= 1e-9 or smallest > batch.ledger.remaining + batch.ledger.held + 1e-9:
             why = f"the total budget has {max(0.0, batch.ledger.remaining):.1f} µ$ left; the smallest worst case is {smallest:.1f} µ$"
             break
-        await batch.ledger.wait()
+        await _wait_for_room(batch.ledger, batch.system.deadline_s, arrived)
     return batch.levels[-1], None, 0.0, 0.0, why
+
+
+async def _wait_for_room(ledger, deadline_s: float | None, arrived: float | None) -> None:
+    """Until the next settle of the total; DeadlineReached when the task's deadline (from `arrived`) comes first.
+    Nothing is held while it waits, so giving up leaves the total as it was."""
+    if deadline_s is None or arrived is None:
+        await ledger.wait()
+        return
+    left = arrived + deadline_s - time.perf_counter()
+    try:
+        if left <= 0:
+            raise TimeoutError
+        await asyncio.wait_for(ledger.wait(), left)
+    except TimeoutError:
+        raise DeadlineReached("the total budget's waiting room") from None
+
+
+def _late(task: Task, system, earlier: float, waited: float) -> TaskResult:
+    """A task whose deadline passed while it waited for room in the total: it stops as the deadline stops a run."""
+    return TaskResult(
+        task_id=task.id, template=None, answer=None, output=None, cost=earlier, budget=None, bound=None,
+        overran=False, status="failed", calls=0, exhausted="deadline", elapsed_s=waited, deadline_s=system.deadline_s,
+        error=f"deadline: {waited:.3f} s of {system.deadline_s:g} s went waiting for room in the total budget",
+    )
 
 
 def _skipped(task: Task, system, why: str | None) -> TaskResult:
