@@ -136,6 +136,8 @@ class BatchTotals:
         self.deadlined = 0  # tasks with a deadline
         self.stopped_by_deadline = 0
         self.skipped_total = 0  # tasks the total budget had no room for (not run, not counted above)
+        self.skipped_budget = 0  # tasks whose own budget earlier runs had spent (not run, not counted above)
+        self.interrupted = 0  # tasks whose process died with them in flight (a Ray runner): --resume runs them
         self.allocated: Counter = Counter()  # per-task budget -> tasks run at it
         self.longer_than_assumed = 0  # tasks longer than the `task_tokens` their bound assumed
         self.longest_task_tokens = 0  # the longest of those, in tokens
@@ -143,9 +145,26 @@ class BatchTotals:
         self.worst_cost = 0.0
         self.worst_bound: float | None = None
 
+    @property
+    def skipped(self) -> int:
+        """Tasks that did not start: a later --resume with more room runs them."""
+        return self.skipped_total + self.skipped_budget
+
+    @property
+    def ended(self) -> int:
+        """Tasks with an outcome in this run, whatever it was."""
+        return self.tasks + self.skipped + self.interrupted
+
     def add(self, result) -> None:
+        # Tasks that did not start, or whose outcome died with their process, are counted, not measured.
         if result.status == "skipped_total":
             self.skipped_total += 1
+            return
+        if result.status == "skipped_budget":
+            self.skipped_budget += 1
+            return
+        if result.status == "interrupted":
+            self.interrupted += 1
             return
         self.tasks += 1
         self.statuses[result.status] += 1

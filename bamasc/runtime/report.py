@@ -66,13 +66,19 @@ def task_report(result, template, calls: list[dict]) -> str:
 
 def dataset_report(totals, summary, skipped: int) -> str:
     """The figures of a dataset run from its running totals (runtime/batch.py: BatchTotals)."""
-    if not totals.tasks and not totals.skipped_total:
+    if not totals.ended:
         return f"nothing to run: all {skipped} tasks are finished in the trace" if skipped else "no tasks"
     lines = [
         f"tasks run: {totals.tasks}" + (f" (skipped {skipped} already in the trace)" if skipped else ""),
     ]
     if totals.skipped_total:
         lines.append(f"skipped for the total budget: {totals.skipped_total} (--resume runs them again)")
+    if totals.skipped_budget:
+        lines.append(f"skipped for their own budget, spent by earlier runs: {totals.skipped_budget} "
+                     "(--resume at a larger --budget runs them again)")
+    if totals.interrupted:
+        lines.append(f"interrupted, their runner gone with them in flight: {totals.interrupted} "
+                     "(their open reservations count in full; --resume runs them again)")
     if totals.tasks:
         costs = totals.costs
         lines += [

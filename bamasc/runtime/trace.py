@@ -90,7 +90,20 @@ class TaskLedger:
     def __init__(self) -> None:
         self.charged = 0.0  # the call lines' charges
         self.open: dict[str, dict] = {}  # reservations without a call line, by id
-        self.finished = False  # its last task line ended in anything but `error` or `skipped_total`
+        self.finished = False  # its last task line ended in a status `--resume` does not run again
+
+    def add(self, record: dict) -> None:
+        """One more of the task's trace records, in the trace's order."""
+        kind = record["type"]
+        if kind == "reserve":
+            self.open[record["id"]] = record
+        elif kind == "call":
+            self.charged += record["charged"]
+            self.open.pop(record.get("id"), None)
+        else:
+            # The last task line decides: one that ended in `error` (a provider
+            # kept failing) is run again by --resume, with what it spent.
+            self.finished = record.get("status") not in RERUN_STATUSES
 
     @property
     def spent(self) -> float:
@@ -98,8 +111,9 @@ class TaskLedger:
         return self.charged + sum(reservation["reserved"] for reservation in self.open.values())
 
 
-# Task statuses that `--resume` runs again: a provider kept failing, or the batch's total budget had no room.
-RERUN_STATUSES = ("error", "skipped_total")
+# Task statuses that `--resume` runs again: a provider kept failing, the batch's total or the task's own budget
+# had no room for it to start, or the process running it died with it in flight.
+RERUN_STATUSES = ("error", "skipped_total", "skipped_budget", "interrupted")
 
 
 def read_ledgers(path: str | None) -> dict[str, TaskLedger]:
@@ -162,20 +176,11 @@ def _add(ledgers: dict[str, TaskLedger], record: dict) -> None:
     ledger = ledgers.get(record["task_id"])
     if ledger is None:
         ledger = ledgers[record["task_id"]] = TaskLedger()
-    kind = record["type"]
-    if kind == "reserve":
-        ledger.open[record["id"]] = record
-    elif kind == "call":
-        ledger.charged += record["charged"]
-        ledger.open.pop(record.get("id"), None)
-    else:
-        # The last task line decides: one that ended in `error` (a provider
-        # kept failing) is run again by --resume, with what it spent.
-        ledger.finished = record.get("status") not in RERUN_STATUSES
+    ledger.add(record)
 
 
 def finished_tasks(path: str | None) -> set[str]:
-    """Ids of tasks whose last task line did not end in `error` (what `--resume` skips)."""
+    """Ids of tasks whose last task line ended in a status `--resume` does not run again (what it skips)."""
     return {task_id for task_id, ledger in read_ledgers(path).items() if ledger.finished}
 
 

@@ -23,6 +23,7 @@ from bamasc.runtime.execute import (
 )
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard
 from bamasc.runtime.interpreter import DeadlineReached, TaskResult, TaskRun
+from bamasc.runtime.shards import DYING_PROCESS_S, merge_shards, shards_of
 from bamasc.runtime.trace import read_ledgers
 
 # Tasks a policy embeds in one batch: large enough for the embedding model's throughput, small enough to stay flat.
@@ -36,6 +37,7 @@ class BatchOutcome:
     done: list  # ids of the tasks skipped because the trace holds them finished
     ledger: BatchBudget | None  # the total budget's ledger, when there is one
     allocator: object = None
+    stopped: str | None = None  # why the run ended before every task had an outcome (a shared actor died)
 
 
 class Batch:
@@ -82,6 +84,8 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     if batch.ledger is None:
         level, cap, held, why = batch.main, system.budget, 0.0, None
         template = system.template(chosen or batch.options.template or system.selection["selected"])
+        if earlier >= cap - 1e-9:  # nothing of its budget is left to run on
+            template, why = None, _spent(earlier, cap)
     else:
         try:
             level, template, cap, held, why = await _reserve(batch, task, earlier, chosen, arrived)
@@ -90,7 +94,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     if isinstance(why, DeadlineReached):
         result = _late(task, system, earlier, time.perf_counter() - arrived)
     elif template is None:
-        result = _skipped(task, system, why)
+        result = _skipped(task, system, why, earlier)
     else:
         guard = batch.guard_class(cap, spent=earlier)
         try:
@@ -107,7 +111,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
                 await batch.ledger.settle(held, guard.charged - earlier)
         if batch.options.allocator is not None:
             batch.options.allocator.observe(level[0], guard.charged - earlier)
-    batch.trace.task(_task_line(result, batch.guard_class.kind, earlier))
+    batch.trace.task(task_line(result, batch.guard_class.kind, earlier))
     return result
 
 
@@ -117,19 +121,23 @@ async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None,
     From the allocated budget down: at a level whose budget's rest (budget
     less what earlier runs spent on the task) fits in what is left, the task
     runs at that budget; else, where the template's proven bound fits, it runs
-    capped at that bound. Nothing fitting, the task is skipped, with why.
+    capped at that bound. A level the task's earlier runs already spent is no
+    level to run at. Nothing fitting, the task is skipped, with why.
     """
     allocator = batch.options.allocator
     wanted = allocator.choose(task.id) if allocator is not None else batch.system.budget
     while True:
-        smallest = None
+        smallest, spent_at = None, None
         for level in batch.levels:
             if level[0] > wanted + 1e-9:
                 continue
             template = batch.template_at(level, task, chosen)
             if template is None:
                 continue
-            rest = max(0.0, level[0] - earlier)
+            rest = level[0] - earlier
+            if rest <= 1e-9:
+                spent_at = level[0] if spent_at is None else max(spent_at, level[0])
+                continue
             if await batch.ledger.reserve(rest):
                 return level, template, level[0], rest, None
             bound = template.worst_case_cost
@@ -138,11 +146,14 @@ async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None,
             least = rest if bound is None else min(rest, bound)
             smallest = least if smallest is None else min(smallest, least)
         if smallest is None:
-            why = f"no template has a binding at a per-task budget up to {wanted:g} µ$"
+            if spent_at is not None:
+                return batch.levels[-1], None, 0.0, 0.0, _spent(earlier, spent_at)
+            why = _short_of_total(f"no template has a binding at a per-task budget up to {wanted:g} µ$")
             break
         # What tasks in flight hold comes back, less what they charge: wait while that could make room.
         if batch.ledger.held <= 1e-9 or smallest > batch.ledger.remaining + batch.ledger.held + 1e-9:
-            why = f"the total budget has {max(0.0, batch.ledger.remaining):.1f} µ$ left; the smallest worst case is {smallest:.1f} µ$"
+            why = _short_of_total(f"the total budget has {max(0.0, batch.ledger.remaining):.1f} µ$ left; "
+                                  f"the smallest worst case is {smallest:.1f} µ$")
             break
         await _wait_for_room(batch.ledger, batch.system.deadline_s, arrived)
     return batch.levels[-1], None, 0.0, 0.0, why
@@ -172,15 +183,32 @@ def _late(task: Task, system, earlier: float, waited: float) -> TaskResult:
     )
 
 
-def _skipped(task: Task, system, why: str | None) -> TaskResult:
+@record
+class Skip:
+    """Why a task does not start: its status (`skipped_total` or `skipped_budget`) and the reason."""
+
+    status: str
+    reason: str
+
+
+def _spent(earlier: float, budget: float) -> Skip:
+    return Skip("skipped_budget", f"skipped for its budget: earlier runs charged it {earlier:.1f} µ$ "
+                                  f"of a {budget:g} µ$ budget, which leaves nothing to run on")
+
+
+def _short_of_total(reason: str) -> Skip:
+    return Skip("skipped_total", f"skipped for the total budget: {reason}")
+
+
+def _skipped(task: Task, system, why: Skip, earlier: float) -> TaskResult:
+    """A task that did not start; its cost is what earlier runs spent on it, as a task line's cost always is."""
     return TaskResult(
-        task_id=task.id, template=None, answer=None, output=None, cost=0.0, budget=None, bound=None,
-        overran=False, status="skipped_total", error=f"skipped for the total budget: {why}", calls=0,
-        deadline_s=system.deadline_s,
+        task_id=task.id, template=None, answer=None, output=None, cost=earlier, budget=None, bound=None,
+        overran=False, status=why.status, error=why.reason, calls=0, deadline_s=system.deadline_s,
     )
 
 
-def _task_line(result: TaskResult, guard_kind: str, earlier: float) -> dict:
+def task_line(result: TaskResult, guard_kind: str, earlier: float) -> dict:
     return {
         "task_id": result.task_id,
         "answer": result.answer,
@@ -260,6 +288,8 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
     providers: dict = {}
     totals = BatchTotals()
     try:
+        # A Ray run's shards, left by a kill, hold money spent: the trace is whole only with them.
+        merge_shards(trace, shards_of(options.trace_path), DYING_PROCESS_S)
         ledgers = read_ledgers(options.trace_path) if options.resume else {}
         done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
         earlier_total = sum(ledger.spent for ledger in ledgers.values())
