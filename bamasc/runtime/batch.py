@@ -170,7 +170,7 @@ class BatchTotals:
         self.statuses[result.status] += 1
         self.costs.add(result.cost)
         self.overran += bool(result.overran)
-        if getattr(result, "longer_than_assumed", False):  # a result of an older runner has no length
+        if getattr(result, "longer_than_assumed", False):  # a stand-in result may carry no length
             self.longer_than_assumed += 1
             self.longest_task_tokens = max(self.longest_task_tokens, result.task_tokens)
             self.assumed_task_tokens = result.assumed_task_tokens
