@@ -11,10 +11,9 @@ table here and as a cost-versus-accuracy plot by `plots.py`.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
-from collections import Counter
 
+from bamasc.evaluate.cells import percentile, tally  # noqa: F401 (percentile: the interface)
 from bamasc.evaluate.datasets import Dataset
 from bamasc.evaluate.scorers import READS_OUTPUT, Verdict, score_items
 from bamasc.records import replace
@@ -133,9 +132,8 @@ def bench_run(path, dataset: Dataset, system: str, budget, options, baseline: bo
 
 
 def summarize(dataset: Dataset, results, verdicts: list[Verdict]) -> dict:
-    """Accuracy, cost statistics, overruns, the template mix and every item's verdict."""
-    costs = [result.cost for result in results]
-    correct = sum(verdict.correct for verdict in verdicts)
+    """Every item's record and verdict, and what `cells.tally` counts of them (accuracy, cost statistics,
+    overruns, the template mix)."""
     items = []
     for item, result, verdict in zip(dataset.items, results, verdicts):
         items.append(
@@ -150,25 +148,7 @@ def summarize(dataset: Dataset, results, verdicts: list[Verdict]) -> dict:
                 "detail": verdict.detail,
             }
         )
-    return {
-        "tasks": len(results),
-        "correct": correct,
-        "accuracy": correct / len(results) if results else 0.0,
-        "mean_cost": round(sum(costs) / len(costs), 6) if costs else 0.0,
-        "p95_cost": round(percentile(costs, 95), 6) if costs else 0.0,
-        "max_cost": round(max(costs), 6) if costs else 0.0,
-        "overruns": sum(result.overran for result in results),
-        "templates": dict(Counter(result.template for result in results if result.template is not None).most_common()),
-        "statuses": dict(Counter(result.status for result in results).most_common()),
-        "items": items,
-    }
-
-
-def percentile(values: list[float], percent: float) -> float:
-    """Nearest-rank percentile: the smallest value with at least `percent`% of values at or below it."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(percent / 100 * len(ordered)))
-    return ordered[rank - 1]
+    return {**tally(items), "items": items}
 
 
 def bench_table(data: dict) -> str:

@@ -18,14 +18,21 @@ COLUMNS = ("row", "system", "method", "budget", "feasible", "template", "tasks",
 
 
 def table_data(setup, results) -> dict:
-    """The table as plain data: one row per (cell, result), in the order given.
+    """The table as plain data: one row per (cell, result), in the order given, each counted from
+    its result's items (a feasible result without them is a KeyError: it is no bench run's).
 
     The published numbers stand beside the rows they are of: those that select
     with a trained policy, at the dataset's headline budget.
     """
+    from bamasc.evaluate.cells import TALLIED, tally
+
     published = PUBLISHED.get(setup.kind)
     rows = []
     for cell, result in results:
+        # Counted from the items, whatever the result says of them; an infeasible run counts nothing.
+        result = {key: value for key, value in result.items() if key not in TALLIED}
+        if result["feasible"]:
+            result.update(tally(result["items"]))
         row = {
             "row": cell.label,
             "system": cell.system,

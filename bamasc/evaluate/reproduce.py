@@ -23,7 +23,7 @@ import os
 
 from bamasc.evaluate.paper_rows import Cell, ReproduceError, Setup, choose, plan_cells  # noqa: F401 (the interface)
 from bamasc.records import as_dict, record
-from bamasc.rows import drop_torn_line, lines, parse_lines
+from bamasc.rows import drop_torn_line
 
 MANIFEST = "manifest.json"
 CELLS = os.path.join("bench", "cells.jsonl")
@@ -77,6 +77,7 @@ class Reproduction:
         self.tell = tell
         self.cells = plan_cells(setup, program)
         self._compiled: dict = {}
+        self._told: set[str] = set()
 
     # ------------------------------------------------------------ where things go
 
@@ -117,7 +118,9 @@ class Reproduction:
             raise ReproduceError(f"cannot read {self.where(MANIFEST)}: {problem}") from None
 
     def check(self) -> None:
-        """Refuse an output folder that holds a reproduction of other inputs (before anything is spent)."""
+        """Refuse, before anything is spent, a run that needs an extra not installed, or an output
+        folder that holds a reproduction of other inputs."""
+        self.require_extras()
         found = self.manifest()
         if found is None:
             return
@@ -204,6 +207,32 @@ class Reproduction:
     def _by_policy(self, cell: Cell) -> bool:
         return cell.method == "policy" or (cell.method == "declared" and self.program.systems[cell.system].select.kind == "policy")
 
+    def needed_extras(self) -> list:
+        """(extra, what needs it) for every optional extra the stages still to run will import: the policy
+        extra to train and to select by a policy, its MiniLM part for that embedding, and a provider's
+        (llama.cpp) when its models answer for real."""
+        from bamasc.extras import EXTRAS, MINILM, for_providers
+
+        needs = []
+        if self.setup.learned or any(self._by_policy(cell) for cell in self.cells):
+            needs.append((EXTRAS["policy"], "training and selecting with a template policy"))
+        if self.setup.learned and self.setup.embedding == "minilm":
+            needs.append((MINILM, "the MiniLM task embedding (--embedding minilm; hashed needs no model)"))
+        if not (self.providers.fake_mode or (self.providers.cassette and not self.providers.record)):
+            models = {model for name in self.setup.systems for model in self.program.systems[name].models}
+            needs += for_providers(self.program.models[model].provider for model in models)
+        return needs
+
+    def require_extras(self) -> None:
+        """ReproduceError naming the extra to install, unless every one the run needs is installed:
+        checked before collect spends, not when training imports jax after it."""
+        from bamasc.extras import ExtraMissing, require_all
+
+        try:
+            require_all(self.needed_extras(), "reproduce")
+        except ExtraMissing as problem:
+            raise ReproduceError(str(problem)) from None
+
     def offline(self) -> bool:
         if self.providers.fake_mode or (self.providers.cassette and not self.providers.record):
             return True
@@ -214,6 +243,7 @@ class Reproduction:
 
     def run(self) -> list[tuple[Cell, dict]]:
         """Collect and train for every learned system, then bench every cell; (cell, result) in planned order."""
+        self.require_extras()
         os.makedirs(self.out_dir, exist_ok=True)
         if self.manifest() is None:
             self._save_manifest({})
@@ -281,15 +311,19 @@ class Reproduction:
         self.tell(f"train {system}: {result.samples} runs, {len(result.history)} epochs")
 
     def _finished_cells(self) -> dict[tuple, dict]:
-        """Each whole line of the cells file by its cell; a line cut short by a crash is not there."""
+        """Each whole line of the cells file by its cell, its counts recomputed from its items
+        (evaluate.cells); a line cut short by a crash is not there, any other that is not a cell is
+        a CellError naming the line and the field."""
+        from bamasc.evaluate.cells import read_cells
+
         path = self.where(CELLS)
-        finished: dict[tuple, dict] = {}
         if not os.path.exists(path):
-            return finished
-        for _, data, problem in parse_lines(line for _, line in lines(path)):
-            if problem is None and isinstance(data, dict) and isinstance(data.get("cell"), list):
-                system, method, budget = data["cell"]
-                finished.setdefault((system, method, float(budget)), data)
+            return {}
+        finished, notes = read_cells(path, [item.id for item in self.dataset.items])
+        for note in notes:
+            if note not in self._told:  # (estimate and bench both read the file)
+                self._told.add(note)
+                self.tell(note)
         return finished
 
     def bench(self) -> list[tuple[Cell, dict]]:
