@@ -1,8 +1,9 @@
 """`bamasc lsp`: a language server for `.bam` files over stdio (the optional `lsp` extra).
 
-Only `server.py` imports pygls and lsprotocol; the other modules of this
-package work on plain records (analysis, index, hover text, completion
-context) so they are tested and used without the extra.
+Only `server.py`, `transport.py`, `features.py` and `start.py` import pygls
+and lsprotocol; the other modules of this package work on plain records
+(analysis, index, hover text, completion context, message framing) so they
+are tested and used without the extra.
 """
 
 from __future__ import annotations

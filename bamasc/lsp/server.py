@@ -16,6 +16,7 @@ from bamasc import __version__
 from bamasc.diagnostics import CODES, ERROR
 from bamasc.lsp.analysis import Analysis, real
 from bamasc.lsp.bounds import Bounds
+from bamasc.lsp.transport import BamProtocol, serve_stdio
 
 DEBOUNCE_SECONDS = 0.2  # after the last keystroke; an open or a save lints at once
 SHOW_COMMAND = "bamasc.showCommand"
@@ -36,12 +37,16 @@ class Document:
 
 class BamServer(LanguageServer):
     def __init__(self, debounce: float = DEBOUNCE_SECONDS):
-        super().__init__("bamasc", __version__)
+        super().__init__("bamasc", __version__, protocol_cls=BamProtocol)
         self.debounce = debounce
         self.documents: dict[str, Document] = {}
         self.linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bamasc-lint")
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bounds = Bounds(on_done=self._bounds_done)
+
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """Serve over stdio with a reader that survives malformed input (see `transport.py`)."""
+        serve_stdio(self, stdin, stdout)
 
     # ------------------------------------------------------------ positions
 
