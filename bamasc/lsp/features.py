@@ -177,13 +177,17 @@ def _editing(server: BamServer) -> None:
         return found
 
     @server.command(SHOW_COMMAND)
-    def show_command(ls: BamServer, arguments):
-        line = arguments[0] if arguments else ""
+    def show_command(ls: BamServer, *arguments):
+        # pygls passes the command's arguments one by one: the first is the command line.
+        line = str(arguments[0]) if arguments else ""
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Info, f"run: {line}"))
         return line
 
     @server.feature(types.TEXT_DOCUMENT_FORMATTING)
     def formatting(ls: BamServer, params: types.DocumentFormattingParams):
+        if params.text_document.uri not in ls.documents:
+            # pygls would read the path from disk: `file:///dev/stdin` or `/dev/zero` must not be read.
+            refuse(f"cannot format {params.text_document.uri}: it is not open")
         document = ls.workspace.get_text_document(params.text_document.uri)
         path = os.path.abspath(uris.to_fs_path(params.text_document.uri) or params.text_document.uri)
         try:

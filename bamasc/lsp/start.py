@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from lsprotocol import types
 
 from bamasc.lsp import features
@@ -50,4 +52,16 @@ def _documents(server: BamServer) -> None:
 
 def serve() -> None:
     """Run the server on standard input and output until the editor says exit."""
-    build_server().start_io()
+    build_server().start_io(*_own_stdio())
+
+
+def _own_stdio():
+    """The editor's pipes, kept for the protocol alone: descriptor 0 then reads /dev/null and 1 writes to
+    stderr, so that a file the server reads (`import "/dev/stdin"` in an open buffer) takes none of the
+    editor's messages, and a stray print corrupts none of the server's."""
+    stdin, stdout = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return stdin, stdout
