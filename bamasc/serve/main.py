@@ -27,7 +27,9 @@ class Listen:
 def bind(listen: Listen) -> socket.socket:
     """The listening socket (raises OSError, e.g. the port is taken)."""
     family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted sockets only when the protocol says TCP, and without
+    # it a reply written in two parts waits for the client's delayed ACK (40 ms per kept-alive request).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((listen.host, listen.port))
