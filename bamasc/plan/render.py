@@ -15,6 +15,15 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def no_binding_text(system: SystemPlan, template: TemplatePlan) -> str:
+    """Why an infeasible template cannot run, in one line: the deadline, when no binding meets it at any budget."""
+    from bamasc.plan.build import DEADLINE_ROW
+
+    if DEADLINE_ROW in template.binding_rows and template.cheapest_cost is None:
+        return f"template '{template.name}' has no binding within the deadline of {system.deadline_s:g} s"
+    return f"template '{template.name}' has no binding within {system.budget:g} µ$"
+
+
 def binding_text(template: TemplatePlan) -> str:
     if not template.feasible:
         return "-"

@@ -85,7 +85,9 @@ def run_on_ray(plan, program, system_name: str | None, tasks, options: ExecOptio
             del ledgers[task_id]
         by_policy = options.selector is not None and options.template is None
         if not by_policy and not system.template(template_name).feasible:
-            raise ValueError(f"template '{template_name}' has no binding within {system.budget:g} µ$")
+            from bamasc.plan.render import no_binding_text
+
+            raise ValueError(no_binding_text(system, system.template(template_name)))
         totals, summary = BatchTotals(), Summary()
         ledger = None if options.total_budget is None else BatchBudget(options.total_budget, spent=earlier_total)
         if not pending_count:

@@ -301,7 +301,9 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
             del ledgers[task_id]  # only unfinished tasks' ledgers are needed from here on
         by_policy = options.selector is not None and options.template is None
         if not by_policy and not system.template(template_name).feasible:
-            raise ValueError(f"template '{template_name}' has no binding within {system.budget:g} µ$")
+            from bamasc.plan.render import no_binding_text
+
+            raise ValueError(no_binding_text(system, system.template(template_name)))
         ledger = options.ledger
         if ledger is None and options.total_budget is not None:
             ledger = BatchBudget(options.total_budget, spent=earlier_total)

@@ -152,10 +152,13 @@ def test_every_file_of_the_family_compiles_or_gets_a_diagnostic(write_bam, setti
         # Every infeasible template is reported, at its place in the system's list, with why.
         named = [d for d in result.diagnostics if d.code in ("BAM501", "BAM505") and f"'{template.name}'" in d.message]
         assert named, f"template {template.name} is infeasible without a diagnostic"
-        if DEADLINE_ROW in template.binding_rows and template.cheapest_cost is None:
+        only_time = DEADLINE_ROW in template.binding_rows and template.cheapest_cost is None
+        if only_time:
             assert any(d.code == "BAM505" for d in named)
             assert "misses the deadline" in explained
-        with pytest.raises(ValueError, match=f"template '{template.name}' has no binding"):
+        # exec refuses it by name, with the limit that stops it.
+        within = f"the deadline of {deadline:g} s" if only_time else f"{budget} µ\\$"
+        with pytest.raises(ValueError, match=f"template '{template.name}' has no binding within {within}"):
             _run(result, template.name)
     ran = _run(result, None)
     assert ran.template == system.selection["selected"]
