@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 
 import pytest
 
@@ -83,7 +82,7 @@ def assert_answered(answer: dict, case) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server():
     wire = Wire()
     assert "capabilities" in wire.initialize()["result"]
     yield wire
@@ -134,7 +133,6 @@ def test_valid_json_that_is_no_request_gets_an_error_and_a_request_after_it_an_a
 
 
 def test_every_request_with_hostile_params_gets_a_result_or_an_error(server, tmp_path):
-    shutil.copy(GSM8K, tmp_path / "gsm8k.bam")
     with open(GSM8K, encoding="utf-8") as handle:
         text = handle.read()
     opened = [opened_document(server, str(tmp_path), "gsm8k.bam", text)]
