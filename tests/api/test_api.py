@@ -200,3 +200,19 @@ def test_providers_are_checked():
     with pytest.raises(bamasc.UsageError):
         bamasc.providers.fake("echo", latency_s=-1)
     assert bamasc.providers.fake("verbose").offline
+
+
+def test_leaving_a_stream_early_stops_the_task_and_keeps_its_reservation(solver, tmp_path):
+    plan = bamasc.load(solver).compile()
+    trace = str(tmp_path / "stream.jsonl")
+
+    async def first_event() -> bamasc.Event:
+        async for event in plan.stream(TASK, provider=bamasc.providers.fake("echo", latency_s=5.0), trace=trace):
+            return event
+        raise AssertionError("no event")
+
+    event = asyncio.run(first_event())
+    assert isinstance(event, bamasc.CallStarted)
+    (reserve, call) = _lines(trace)
+    assert reserve["type"] == "reserve" and call["id"] == reserve["id"]
+    assert call["error"].startswith("cancelled") and call["charged"] == reserve["reserved"] == event.reserved
