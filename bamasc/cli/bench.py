@@ -87,6 +87,8 @@ def run(args) -> int:
     isolation = scoring.isolation(report, args, kind)
     if isolation is None:
         return report.return_code
+    if not inputs.extras(report, _extras(args, program, system), "bench"):
+        return report.return_code
     options = ExecOptions(concurrency=args.concurrency, fake_mode=args.fake, cassette=args.cassette)
     if args.total_budget is not None:
         from bamasc.runtime.batch import BatchBudget
@@ -131,3 +133,14 @@ def run(args) -> int:
     if any(run.get("overruns") for run in data["runs"]):
         report.failed()
     return report.return_code
+
+
+def _extras(args, program, system: str) -> list:
+    """The extras the runs will import: the policy one for a system that selects by policy, and the
+    providers' of every model that answers for real."""
+    from bamasc.extras import EXTRAS
+
+    selects = program.systems[system].select.kind == "policy"
+    needs = [(EXTRAS["policy"], f"system '{system}', which selects by policy")] if selects else []
+    pool = {model for name in (system, *args.baseline) for model in program.systems[name].models}
+    return needs + inputs.run_extras(program, pool, offline=bool(args.fake or args.cassette))

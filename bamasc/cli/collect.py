@@ -51,6 +51,10 @@ def run(args) -> int:
     plans = _plans(report, args.file, system.name, budgets)
     if plans is None:
         return report.return_code
+    program = next(iter(plans.values()))[1]
+    offline = bool(args.fake or (args.cassette and not args.record))
+    if not inputs.extras(report, inputs.run_extras(program, system.models, offline), "collect"):
+        return report.return_code
     import asyncio
     import functools
 

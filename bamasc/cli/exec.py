@@ -59,6 +59,9 @@ def run(args) -> int:
     # Before any task runs: a trace that cannot be written would lose every charge.
     if args.trace and not inputs.writable(report, args.trace, "the trace"):
         return report.return_code
+    # Before any task runs: a run that stops for a missing module has spent on answers it cannot use.
+    if not inputs.extras(report, _extras(args, plan, program), "exec"):
+        return report.return_code
     live = None
     if args.otlp:
         from bamasc.cli.trace import LiveExport
@@ -166,3 +169,21 @@ def _tasks(report: Report, args):
         output.usage(report, f"--trace {args.trace} is the dataset itself: traces are appended to")
         return None
     return inputs.rows(report, DatasetStream.open, args.dataset, args.skip_bad_rows, DatasetError)
+
+
+def _extras(args, plan, program) -> list:
+    """The extras the run will import: ray for --engine ray, the OpenTelemetry SDK for --otlp, the policy
+    one for a system that selects by policy, and the providers' of the models that answer for real."""
+    from bamasc.extras import EXTRAS
+
+    needs = [(EXTRAS["ray"], "--engine ray")] if args.engine == "ray" else []
+    needs += [(EXTRAS["otel"], "--otlp")] if args.otlp else []
+    try:
+        system = plan.system(args.system)
+    except KeyError:
+        return needs  # an unknown system: the run says so
+    if system.selection["rule"] == "policy" and not args.template:
+        needs.append((EXTRAS["policy"], f"system '{system.name}', which selects by policy"))
+    models = {seat.model for template in system.templates if template.feasible for seat in template.binding}
+    offline = bool(args.dry_run or args.fake or (args.cassette and not args.record))
+    return needs + inputs.run_extras(program, models, offline)

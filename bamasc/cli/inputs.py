@@ -121,3 +121,24 @@ def rows(report: Report, read, path: str, skip_bad: bool, error: type[Exception]
     for problem in problems:
         output.warning(f"skipped {problem}")
     return found
+
+
+def extras(report: Report, needs, command: str) -> bool:
+    """Whether every optional extra of `needs` ((extra, what needs it), bamasc.extras) is installed,
+    checked before the command spends anything; a missing one is named with its pip command."""
+    from bamasc.extras import ExtraMissing, require_all
+
+    try:
+        require_all(needs, command)
+    except ExtraMissing as problem:
+        output.failure(report, problem)
+        return False
+    return True
+
+
+def run_extras(program, model_names, offline: bool) -> list:
+    """The extras of the providers of `model_names` that will answer for real (`offline`: the fake
+    provider or a cassette played back answers every call)."""
+    from bamasc.extras import for_providers
+
+    return [] if offline else for_providers(program.models[name].provider for name in model_names)

@@ -56,6 +56,12 @@ def run(args) -> int:
     system = inputs.checked_system(report, args.file, args.system)
     if system is None:
         return report.return_code
+    from bamasc.extras import EXTRAS, MINILM
+
+    needs = [(EXTRAS["policy"], "training a policy")]
+    needs += [(MINILM, "--embedding minilm (hashed needs no model)")] if args.embedding == "minilm" else []
+    if not inputs.extras(report, needs, "train"):
+        return report.return_code
     from bamasc.policy.data import OfflineDataError, read_offline_rows
 
     rows = inputs.rows(report, read_offline_rows, args.data, args.skip_bad_rows, OfflineDataError)
