@@ -28,7 +28,7 @@ RANK = {
     "runtime": 9,
     "policy": 10,
     "evaluate": 11, "api": 11,
-    "lsp": 12, "cli": 12, "serve": 12,
+    "lsp": 12, "cli": 12, "serve": 12, "proxy": 12,
     "__main__": 13,
 }
 GENERATED = {"bamasc.syntax._tables"}

@@ -88,6 +88,15 @@ def _real_provider(model, env: Mapping[str, str]) -> Provider:
     raise ProviderError(f"model '{model.name}' has an unknown provider '{model.provider}'", kind="client")
 
 
+def upstream_key(model, env: Mapping[str, str] = os.environ) -> str:
+    """The key a call to `model`'s own server sends: from its variable, or the provider's usual one for the
+    provider's own endpoint (NO_KEY for another server without a variable); a ProviderError when unset."""
+    from bamasc.runtime.providers.openai_provider import is_official_endpoint
+
+    official = model.provider == "anthropic" or (model.provider == "openai" and is_official_endpoint(model.base_url))
+    return _api_key(model, env, default_env=official)
+
+
 def _api_key(model, env: Mapping[str, str], *, default_env: bool) -> str:
     """The key from the model's variable, or from the provider's usual one when `default_env`.
 

@@ -1,0 +1,180 @@
+"""`bamasc proxy`: an OpenAI- and Anthropic-compatible proxy that holds every scope to its budget."""
+
+from __future__ import annotations
+
+import os
+
+from bamasc.cli import args as cli_args
+from bamasc.cli import inputs, output
+from bamasc.cli.report import Report
+
+PROXY_MODULES = ("starlette", "uvicorn")
+PROTOCOLS = ("openai", "anthropic")
+
+
+def add_parser(commands) -> None:
+    proxy = commands.add_parser(
+        "proxy", help="an OpenAI/Anthropic-compatible proxy that enforces budgets per scope (needs bamasc[proxy])")
+    proxy.add_argument("--config", default="proxy.bam", metavar="FILE",
+                       help="a .bam file declaring the upstream models (provider, name, prices, key variable); "
+                            "a system's `budget` is the default per scope (default: proxy.bam)")
+    proxy.add_argument("--system", help="the system whose budget is the default per scope (default: the only one)")
+    proxy.add_argument("--budget", type=cli_args.budget, metavar="B",
+                       help="µ$ (or $) per scope for requests without X-Bamasc-Budget (default: the system's budget)")
+    proxy.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    proxy.add_argument("--port", type=cli_args.whole, default=8787, help="port to listen on (default 8787; 0: any free one)")
+    proxy.add_argument("--trace", metavar="JSONL",
+                       help="every reservation and call is appended here; a restart on it keeps each scope's spend")
+    cli_args.add_run_options(proxy, "--total-budget",
+                             total_budget="µ$ (or $) for everything forwarded, the trace's earlier spend included")
+    proxy.add_argument("--redis", metavar="URL",
+                       help="share the scopes and the total with every proxy given this Redis URL (the proxy extra)")
+    proxy.add_argument("--redis-prefix", default="bamasc", metavar="NAME", help="key prefix of the shared ledger")
+    auth = proxy.add_mutually_exclusive_group(required=True)
+    auth.add_argument("--token-env", metavar="VAR",
+                      help="the environment variable holding the token clients send as their API key")
+    auth.add_argument("--no-auth", action="store_true", help="accept any client (only where nobody else can reach the port)")
+    proxy.add_argument("--max-body", type=cli_args.positive, default=32 << 20, metavar="BYTES",
+                       help="largest request body read (default 32 MiB); a larger one gets 413")
+    proxy.add_argument("--timeout", type=cli_args.seconds, default=600.0, metavar="S",
+                       help="seconds an upstream call may take (default 600); then its reservation is kept")
+    proxy.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning")
+    proxy.set_defaults(run=run)
+
+
+def run(args) -> int:
+    report = Report()
+    import importlib.util
+
+    needed = PROXY_MODULES + (("redis",) if args.redis else ())
+    missing = [module for module in needed if importlib.util.find_spec(module) is None]
+    if missing:
+        output.failure(report, f"bamasc proxy needs the proxy extra ({', '.join(missing)} not installed): "
+                               "pip install 'bamasc[proxy]'")
+        return report.return_code
+    if not os.path.isfile(args.config):
+        output.usage(report, f"no such file: {args.config} (give --config FILE, a .bam file declaring the models)")
+        return report.return_code
+    token = _token(report, args)
+    if report.return_code:
+        return report.return_code
+    if args.trace and not inputs.writable(report, args.trace, "the trace"):
+        return report.return_code
+    settings = _settings(report, args, token)
+    if settings is None:
+        return report.return_code
+    import asyncio
+
+    from bamasc.proxy.app import build_app
+    from bamasc.serve.main import Listen, bind, say
+
+    listen = Listen(args.host, args.port, args.log_level)
+    try:
+        sock = bind(listen)
+    except OSError as problem:
+        output.usage(report, f"cannot listen on {args.host}:{args.port}: {problem.strerror or problem}")
+        return report.return_code
+    try:
+        ledger, trace = _ledger(report, args)
+        if ledger is None:
+            return report.return_code
+        asyncio.run(_serve(build_app(settings, ledger), ledger, listen, sock, say))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    return report.return_code
+
+
+def _ledger(report: Report, args):
+    from bamasc.runtime.trace import TraceError, TraceWriter, read_ledgers
+
+    try:
+        earlier = read_ledgers(args.trace) if args.trace and not args.redis else {}
+        trace = TraceWriter(args.trace) if args.trace else None
+    except (TraceError, OSError) as problem:
+        output.failure(report, problem)
+        return None, None
+    if args.redis:
+        from bamasc.proxy.ledger import RedisLedger
+
+        return RedisLedger(args.redis, args.total_budget, args.redis_prefix, trace), trace
+    from bamasc.proxy.ledger import LocalLedger
+
+    return LocalLedger(args.total_budget, trace, earlier), trace
+
+
+async def _serve(app, ledger, listen, sock, say) -> None:
+    import asyncio
+
+    import uvicorn
+
+    if hasattr(ledger, "open"):
+        await ledger.open()
+    totals = await ledger.totals()
+    if ledger.total is not None:
+        say(f"total budget {ledger.total:g} µ$: {totals['charged'] + totals['held']:.1f} spent, {totals['left']:.1f} left")
+    config = uvicorn.Config(app, access_log=False, log_level=listen.log_level, server_header=False,
+                            timeout_graceful_shutdown=listen.graceful_s)
+    server = uvicorn.Server(config)
+    runner = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not runner.done():
+        await asyncio.sleep(0.02)
+    if server.started:
+        host, port = sock.getsockname()[:2]
+        say(f"proxying on http://{host}:{port} (OpenAI: /v1/chat/completions, Anthropic: /v1/messages)")
+    await runner
+
+
+def _settings(report: Report, args, token):
+    from bamasc.plan.compile import check_file
+    from bamasc.proxy.app import Settings, Upstream
+    from bamasc.runtime.providers import upstream_key
+    from bamasc.runtime.providers.base import ProviderError
+
+    program, found, sources = check_file(args.config)
+    report.add(found)
+    output.diagnostics(found, sources)
+    if program is None or report.errors:
+        return None
+    upstreams = {}
+    for model in program.models.values():
+        if model.provider not in PROTOCOLS:
+            continue
+        try:
+            key = upstream_key(model)
+        except ProviderError as problem:
+            output.usage(report, f"{args.config}: {problem}")
+            return None
+        upstream = Upstream(model, key)
+        for name in (model.name, model.model_id):
+            upstreams.setdefault((model.provider, name), upstream)
+    if not upstreams:
+        output.usage(report, f"{args.config} declares no openai or anthropic model to forward to")
+        return None
+    budget = args.budget
+    if budget is None:
+        systems = list(program.systems.values())
+        if args.system is not None:
+            chosen = program.systems.get(args.system)
+            if chosen is None:
+                output.usage(report, f"--system: no system '{args.system}' in {args.config}")
+                return None
+            budget = chosen.budget
+        elif len(systems) == 1:
+            budget = systems[0].budget
+    from bamasc.runtime.tokens import exact_prompt_tokens, tokenizer_available
+
+    exact = exact_prompt_tokens if tokenizer_available() else None
+    return Settings(upstreams, budget, token, max_body=args.max_body, timeout=args.timeout, exact=exact)
+
+
+def _token(report: Report, args) -> bytes | None:
+    if args.no_auth:
+        output.warning("proxying without authentication (--no-auth): anyone who reaches the port can spend the budgets")
+        return None
+    value = os.environ.get(args.token_env, "")
+    if not value.strip():
+        output.usage(report, f"--token-env {args.token_env}: the environment variable is not set or empty")
+        return None
+    return value.strip().encode("utf-8", "surrogateescape")

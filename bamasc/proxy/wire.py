@@ -1,0 +1,251 @@
+"""The two wire protocols the proxy speaks: what a request asks for, how its prompt is bounded, where usage is.
+
+OpenAI chat completions (`POST /v1/chat/completions`) and Anthropic messages
+(`POST /v1/messages`), streaming and not. Everything here is plain data in,
+plain data out: no I/O, no money.
+
+The prompt bound is what the reservation pays for, so it must never be below
+what the upstream bills:
+
+- OpenAI models with plain text messages are counted exactly with the model's
+  own encoding when the offline tokenizer is installed (`runtime/tokens.py`).
+- Anything else is bounded by bytes: byte-level BPE and byte-fallback
+  tokenizers emit at most one token per UTF-8 byte, every character of every
+  field the model reads (messages, system, tools, response format) appears at
+  least once in the request's JSON, and each message's framing costs at most
+  MESSAGE_OVERHEAD_TOKENS tokens.
+- Inputs whose token cost is not their bytes (images, audio, files, documents)
+  cannot be bounded that way, so such a request is refused before anything is
+  reserved.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS
+
+# Fields of a request body the model reads as its prompt.
+_PROMPT_FIELDS = {
+    "openai": ("messages", "tools", "functions", "tool_choice", "response_format"),
+    "anthropic": ("system", "messages", "tools", "tool_choice"),
+}
+# Content parts whose tokens are not bounded by their bytes.
+_UNBOUNDED_PARTS = frozenset({"image_url", "input_audio", "file", "image", "document", "audio"})
+# Framing tokens a request adds besides its messages (the reply's priming, the tool list's wrapper).
+_REQUEST_OVERHEAD_TOKENS = 64
+
+
+class WireError(ValueError):
+    """A request the proxy cannot bound or forward; `field` names what is at fault."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 400):
+        super().__init__(message)
+        self.field = field
+        self.status = status
+
+
+class Asked:
+    """What one request asks for: the model, its output cap, how many choices, streaming or not."""
+
+    __slots__ = ("protocol", "model", "cap_field", "requested", "choices", "stream")
+
+    def __init__(self, protocol: str, model: str, cap_field: str | None, requested: int | None, choices: int,
+                 stream: bool):
+        self.protocol = protocol
+        self.model = model
+        self.cap_field = cap_field  # the body field holding the output cap the client used (None: none given)
+        self.requested = requested  # that cap, or None
+        self.choices = choices  # completions asked for (OpenAI `n`); each is billed its output
+        self.stream = stream
+
+
+def read_request(protocol: str, body: object) -> Asked:
+    """The request's asks, or a WireError naming the field at fault."""
+    if not isinstance(body, dict):
+        raise WireError("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise WireError("`model` must be a model name", "model")
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise WireError("`messages` must be a non-empty list", "messages")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise WireError("`stream` must be true or false", "stream")
+    fields = ("max_completion_tokens", "max_tokens") if protocol == "openai" else ("max_tokens",)
+    cap_field, requested = None, None
+    for name in fields:
+        value = body.get(name)
+        if value is None:
+            continue
+        if type(value) is not int or value < 1:
+            raise WireError(f"`{name}` must be a whole number of tokens, 1 or more", name)
+        cap_field, requested = name, value
+        break
+    choices = body.get("n", 1) if protocol == "openai" else 1
+    if choices is None:
+        choices = 1
+    if type(choices) is not int or not 1 <= choices <= 128:
+        raise WireError("`n` must be a whole number from 1 to 128", "n")
+    for message in body["messages"]:
+        _refuse_unbounded(message)
+    return Asked(protocol, model, cap_field, requested, choices, stream)
+
+
+def _refuse_unbounded(message: object) -> None:
+    if not isinstance(message, dict):
+        raise WireError("each message must be a JSON object", "messages")
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in _UNBOUNDED_PARTS:
+                raise WireError(f"a `{kind}` content part has no token bound the proxy can prove before the call; "
+                                "send text only through the proxy", "messages")
+
+
+def prompt_bound(protocol: str, body: dict, model_id: str, exact=None) -> int:
+    """An upper bound on the prompt tokens the upstream bills for `body`.
+
+    `exact(model_id, messages)` counts plain text OpenAI messages exactly (None: it cannot).
+    """
+    messages = body["messages"]
+    if exact is not None and protocol == "openai" and _plain(body):
+        from bamasc.runtime.providers.base import Message
+
+        try:
+            counted = exact(model_id, [Message(m["role"], m["content"]) for m in messages])
+        except ValueError:
+            counted = None
+        if counted is not None:
+            return counted
+    prompt = {name: body[name] for name in _PROMPT_FIELDS[protocol] if name in body}
+    size = len(json.dumps(prompt, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return size + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1) + _REQUEST_OVERHEAD_TOKENS
+
+
+def _plain(body: dict) -> bool:
+    """Messages of a role and text alone, and nothing else the model reads."""
+    if any(body.get(name) for name in ("tools", "functions", "response_format")):
+        return False
+    return all(
+        isinstance(m, dict) and set(m) <= {"role", "content"} and m.get("role") in ("system", "user", "assistant")
+        and isinstance(m.get("content"), str)
+        for m in body["messages"]
+    )
+
+
+def with_cap(asked: Asked, body: dict, tokens: int, official: bool) -> dict:
+    """The body to forward: its output cap set to `tokens`, and usage asked for on a stream."""
+    forwarded = dict(body)
+    field = asked.cap_field or ("max_completion_tokens" if official else "max_tokens")
+    if asked.protocol == "anthropic":
+        field = "max_tokens"
+    forwarded[field] = tokens
+    if asked.protocol == "openai" and asked.stream:
+        options = forwarded.get("stream_options")
+        options = dict(options) if isinstance(options, dict) else {}
+        options["include_usage"] = True
+        forwarded["stream_options"] = options
+    return forwarded
+
+
+class Usage:
+    """Tokens the upstream reports it billed; None fields were not reported."""
+
+    __slots__ = ("prompt", "completion", "cached", "cache_write")
+
+    def __init__(self) -> None:
+        self.prompt: int | None = None
+        self.completion: int | None = None
+        self.cached = 0
+        self.cache_write = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.prompt is not None and self.completion is not None
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def read_usage(protocol: str, data: object, usage: Usage | None = None) -> Usage:
+    """The usage a JSON reply (or one stream event) reports, added to `usage`."""
+    usage = usage or Usage()
+    if not isinstance(data, dict):
+        return usage
+    if protocol == "openai":
+        found = data.get("usage")
+        if isinstance(found, dict):
+            usage.prompt = _count(found.get("prompt_tokens"))
+            usage.completion = _count(found.get("completion_tokens"))
+            details = found.get("prompt_tokens_details")
+            if isinstance(details, dict):
+                usage.cached = _count(details.get("cached_tokens")) or 0
+        return usage
+    # Anthropic: message_start carries the input side, message_delta the output so far; a whole reply both.
+    for found in (data.get("usage"), (data.get("message") or {}).get("usage") if isinstance(data.get("message"), dict) else None):
+        if not isinstance(found, dict):
+            continue
+        if "input_tokens" in found:
+            plain = _count(found.get("input_tokens"))
+            read = _count(found.get("cache_read_input_tokens")) or 0
+            written = _count(found.get("cache_creation_input_tokens")) or 0
+            usage.prompt = None if plain is None else plain + read + written
+            usage.cached, usage.cache_write = read, written
+        if "output_tokens" in found:
+            usage.completion = _count(found.get("output_tokens"))
+    return usage
+
+
+class StreamReader:
+    """Reads server-sent events as their bytes pass through, keeping the usage they report."""
+
+    def __init__(self, protocol: str, limit: int = 1 << 20):
+        self.protocol = protocol
+        self.usage = Usage()
+        self._buffer = b""
+        self._limit = limit  # one event longer than this is not read for usage (it is still passed on)
+        self.done = False  # the upstream said the stream is over ([DONE], message_stop)
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            self._line(line.strip())
+        if len(self._buffer) > self._limit:
+            self._buffer = b""
+
+    def _line(self, line: bytes) -> None:
+        if not line.startswith(b"data:"):
+            return
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            return
+        if isinstance(data, dict) and data.get("type") == "message_stop":
+            self.done = True
+        read_usage(self.protocol, data, self.usage)
+
+
+def error_body(protocol: str, message: str, kind: str, field: str | None = None) -> dict:
+    """An error in the shape the protocol's SDKs read, so a framework surfaces it as an API error."""
+    if protocol == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "param": field, "code": kind}}
+
+
+def finite_budget(text: str | None) -> float | None:
+    """A budget header's µ$, or None when absent; a ValueError when it is not a finite amount above 0."""
+    if text is None:
+        return None
+    value = float(text.strip())
+    if not math.isfinite(value) or value <= 0 or value > 1e12:
+        raise ValueError(text)
+    return value

@@ -1,0 +1,189 @@
+"""Two `bamasc proxy` processes on one Redis ledger: a kill -9 of one under load, and a Redis that restarts.
+
+A real `redis-server` is started for these tests (Debian's package `redis-server`);
+they skip, saying so, where it or the redis client library is absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+pytest.importorskip("starlette", reason="the proxy extra (starlette, uvicorn) is not installed")
+pytest.importorskip("redis", reason="the redis client library (the proxy extra) is not installed")
+if shutil.which("redis-server") is None:
+    pytest.skip("no redis-server on PATH (Debian: apt install redis-server)", allow_module_level=True)
+
+import openai  # noqa: E402
+
+from tests.proxy.helpers import PRICES, TOKEN, charged_per_scope, config_text, free_port, process_proxy, traceback_free  # noqa: E402
+from tests.proxy.upstream import Upstream  # noqa: E402
+
+TOTAL = 6000.0
+SCOPE_BUDGET = 556.0
+
+
+def start_redis(port: int, folder) -> subprocess.Popen:
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import redis
+
+    client = redis.Redis(port=port)
+    for _ in range(500):
+        try:
+            client.ping()
+            return process
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.02)
+    process.kill()
+    pytest.skip("redis-server did not start")
+
+
+@pytest.fixture
+def redis_port(tmp_path):
+    port = free_port()
+    process = start_redis(port, tmp_path)
+    yield port
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    server = Upstream(output=2000).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def config(upstream, tmp_path):
+    path = tmp_path / "proxy.bam"
+    path.write_text(config_text(upstream.url), encoding="utf-8")
+    return str(path)
+
+
+async def _load(urls: list[str], scopes: int, calls: int) -> list[str]:
+    """`calls` chat calls for each of `scopes` scopes, spread over the proxies; the outcomes seen."""
+
+    async def one(url: str, scope: int, call: int) -> str:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0, timeout=30,
+                                    default_headers={"X-Bamasc-Task": f"s{scope}", "X-Bamasc-Budget": f"{SCOPE_BUDGET:g}"})
+        try:
+            await client.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": f"{call}"}])
+            return "ok"
+        except openai.APIStatusError as problem:
+            return str(problem.status_code)
+        except openai.APIConnectionError:
+            return "gone"  # the proxy it went to was killed
+        finally:
+            await client.close()
+
+    jobs = [one(urls[(scope + call) % len(urls)], scope, call) for scope in range(scopes) for call in range(calls)]
+    return await asyncio.gather(*jobs)
+
+
+def test_a_proxy_killed_under_load_leaves_the_shared_total_unbroken(config, upstream, redis_port, tmp_path):
+    env = {"UPSTREAM_KEY": "upstream-key"}
+    common = ["--redis", f"redis://127.0.0.1:{redis_port}/0", "--total-budget", f"{TOTAL:g}"]
+    first, first_url = process_proxy(config, *common, "--trace", str(tmp_path / "a.jsonl"), env=env)
+    second, second_url = process_proxy(config, *common, "--trace", str(tmp_path / "b.jsonl"), env=env)
+    before = upstream.billed(_prices())
+
+    async def load_and_kill():
+        load = asyncio.ensure_future(_load([first_url, second_url], scopes=30, calls=3))
+        await asyncio.sleep(0.3)
+        first.send_signal(signal.SIGKILL)
+        return await load
+
+    try:
+        outcomes = asyncio.run(load_and_kill())
+        assert "ok" in outcomes and "402" in outcomes  # some calls were served, and the total ended others
+        # The survivor keeps serving, and the total still holds for it.
+        more = asyncio.run(_load([second_url], scopes=5, calls=2))
+        assert set(more) <= {"ok", "402"}
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.terminate()
+        _, errors = second.communicate(timeout=30)
+        first.communicate(timeout=30)
+    billed = upstream.billed(_prices()) - before
+    assert 0 < billed <= TOTAL
+    per_scope = charged_per_scope([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    assert all(value <= SCOPE_BUDGET + 1e-6 for value in per_scope.values())
+    assert traceback_free(errors)
+
+
+def test_a_redis_that_restarts_empty_makes_every_proxy_refuse_rather_than_spend_unledgered(config, upstream, tmp_path):
+    port = free_port()
+    server = start_redis(port, tmp_path)
+    proxy, url = process_proxy(config, "--redis", f"redis://127.0.0.1:{port}/0", env={"UPSTREAM_KEY": "upstream-key"})
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0, timeout=30,
+                           default_headers={"X-Bamasc-Task": "r", "X-Bamasc-Budget": "5000"})
+    try:
+        client.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": "one"}],
+                                       max_tokens=20)
+        server.kill()
+        server.wait()
+        calls = len(upstream.calls)
+        with pytest.raises(openai.APIStatusError) as down:
+            client.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": "two"}])
+        assert down.value.status_code == 503 and "cannot be reached" in down.value.message
+        server = start_redis(port, tmp_path)  # back, with nothing in it
+        with pytest.raises(openai.APIStatusError) as lost:
+            client.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": "three"}])
+        assert lost.value.status_code == 503 and "was lost" in lost.value.message
+        assert len(upstream.calls) == calls  # nothing was forwarded unledgered
+    finally:
+        proxy.terminate()
+        _, errors = proxy.communicate(timeout=30)
+        server.kill()
+        server.wait()
+    assert traceback_free(errors)
+
+
+def _prices() -> dict:
+    return {model + suffix: rates for model, rates in PRICES.items()
+            for suffix in ("", "-overbill", "-drop", "-busy", "-broken", "-hang")}
+
+
+def test_the_lua_arithmetic_is_the_local_one():
+    """The Redis script and `afford` decide the same: checked on a grid of amounts through a real server."""
+    import redis as redis_library
+
+    from bamasc.proxy.ledger import Cost, LocalLedger, Refused, RedisLedger
+
+    port = free_port()
+    folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"redis-{port}")
+    os.makedirs(folder, exist_ok=True)
+    server = start_redis(port, folder)
+    try:
+        async def both(budget, cost):
+            local, shared = LocalLedger(), RedisLedger(f"redis://127.0.0.1:{port}/0", prefix=f"t{budget}-{cost.input_cost}-{cost.requested}")
+            await shared.open()
+            results = []
+            for ledger in (local, shared):
+                try:
+                    hold = await ledger.reserve("s", budget, "m", cost)
+                    results.append((hold.tokens, round(hold.amount, 6)))
+                except Refused as refused:
+                    results.append(refused.kind)
+            await shared.client.aclose()
+            return results
+
+        for budget in (1.0, 50.0, 556.0, 10_000.0):
+            for input_cost in (0.0, 0.5, 40.0, 600.0):
+                for requested in (1, 16, 300, 5000):
+                    local, shared = asyncio.run(both(budget, Cost(input_cost, 1.6, 2, requested)))
+                    assert local == shared, (budget, input_cost, requested)
+    finally:
+        server.kill()
+        server.wait()
+        redis_library.Redis  # the library stays imported for the next test

@@ -1,0 +1,194 @@
+"""An honest upstream for the proxy's tests: both wire protocols, streaming and not, billing what it says.
+
+It counts a prompt as the number of whitespace-separated words of every text
+it was sent (never more than any tokenizer counts, nor than bytes), writes
+`output` words or the request's cap, whichever is smaller, and reports exactly
+that usage. `bill(prices)` says what it billed in all, so a test compares what
+the proxy charged against what the provider would invoice.
+
+The model name picks a behaviour: `...-overbill` reports twice the cap,
+`...-drop` cuts a stream (or a reply) halfway, `...-busy` answers 429, `...-broken`
+answers 500, `...-hang` never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+class Upstream:
+    def __init__(self, output: int = 2000):
+        self.output = output  # words a reply writes when its cap allows
+        self.calls: list[dict] = []  # per call: protocol, model, prompt, completion, cap, stream
+        self.lock = threading.Lock()
+        self.server: uvicorn.Server | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------ accounting
+
+    def billed(self, prices: dict[str, tuple[float, float]]) -> float:
+        """µ$ of every call it billed, at `prices` (model -> input, output µ$ per token)."""
+        with self.lock:
+            return sum(call["prompt"] * prices[call["model"]][0] + call["completion"] * prices[call["model"]][1]
+                       for call in self.calls if call["billed"])
+
+    def _record(self, **call) -> None:
+        with self.lock:
+            self.calls.append(call)
+
+    # ------------------------------------------------------------ the app
+
+    @staticmethod
+    def _words(value) -> int:
+        if isinstance(value, str):
+            return len(value.split())
+        if isinstance(value, list):
+            return sum(Upstream._words(item) for item in value)
+        if isinstance(value, dict):
+            return sum(Upstream._words(item) for key, item in value.items() if key != "role")
+        return 0
+
+    def app(self) -> Starlette:
+        async def openai(request: Request) -> Response:
+            return await self._answer(request, "openai")
+
+        async def anthropic(request: Request) -> Response:
+            return await self._answer(request, "anthropic")
+
+        async def bill(request: Request) -> Response:
+            with self.lock:
+                tokens: dict[str, list[int]] = {}
+                for call in self.calls:
+                    if call["billed"]:
+                        counts = tokens.setdefault(call["model"], [0, 0])
+                        counts[0] += call["prompt"]
+                        counts[1] += call["completion"]
+            return JSONResponse(tokens)
+
+        return Starlette(routes=[Route("/v1/chat/completions", openai, methods=["POST"]),
+                                 Route("/v1/messages", anthropic, methods=["POST"]),
+                                 Route("/bill", bill, methods=["GET"])])
+
+    async def _answer(self, request: Request, protocol: str) -> Response:
+        body = json.loads(await request.body())
+        model = body["model"]
+        prompt = self._words(body.get("messages")) + self._words(body.get("system")) + self._words(body.get("tools"))
+        cap = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
+        choices = body.get("n") or 1
+        if model.endswith("-hang"):
+            await asyncio.sleep(3600)
+        if model.endswith("-busy"):
+            self._record(protocol=protocol, model=model, prompt=0, completion=0, cap=cap, stream=False, billed=False)
+            return JSONResponse({"error": {"message": "slow down", "type": "rate_limit"}}, 429)
+        if model.endswith("-broken"):
+            self._record(protocol=protocol, model=model, prompt=prompt, completion=0, cap=cap, stream=False, billed=True)
+            return JSONResponse({"error": {"message": "oops", "type": "server"}}, 500)
+        words = min(self.output, cap)
+        reported = 2 * cap if model.endswith("-overbill") else words
+        completion = reported * choices
+        self._record(protocol=protocol, model=model, prompt=prompt, completion=completion, cap=cap,
+                     stream=bool(body.get("stream")), billed=True)
+        text = " ".join(["word"] * words)
+        if body.get("stream"):
+            cut = model.endswith("-drop")
+            maker = self._openai_events if protocol == "openai" else self._anthropic_events
+            usage = body.get("stream_options", {}).get("include_usage") if protocol == "openai" else True
+            return StreamingResponse(maker(model, words, prompt, completion, usage, cut), media_type="text/event-stream")
+        if model.endswith("-drop"):
+            return Response(b'{"id": "x", "choi', media_type="application/json")
+        if protocol == "openai":
+            return JSONResponse({
+                "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": model,
+                "choices": [{"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "length"
+                             if words == cap else "stop"} for i in range(choices)],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            })
+        return JSONResponse({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if words == cap else "end_turn",
+            "stop_sequence": None, "usage": {"input_tokens": prompt, "output_tokens": completion},
+        })
+
+    @staticmethod
+    async def _openai_events(model, words, prompt, completion, usage, cut):
+        def event(data) -> bytes:
+            return f"data: {json.dumps(data)}\n\n".encode()
+
+        base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model}
+        yield event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        for index in range(0, words, 10):
+            if cut and index >= words // 2:
+                raise ConnectionResetError("cut")
+            piece = " ".join(["word"] * min(10, words - index)) + " "
+            yield event({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+        yield event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        if usage:
+            yield event({**base, "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                                          "total_tokens": prompt + completion}})
+        yield b"data: [DONE]\n\n"
+
+    @staticmethod
+    async def _anthropic_events(model, words, prompt, completion, usage, cut):
+        def event(name, data) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+        yield event("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
+                                                  "content": [], "stop_reason": None, "stop_sequence": None,
+                                                  "usage": {"input_tokens": prompt, "output_tokens": 1}}})
+        yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+        for index in range(0, words, 10):
+            if cut and index >= words // 2:
+                raise ConnectionResetError("cut")
+            piece = " ".join(["word"] * min(10, words - index)) + " "
+            yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
+        yield event("content_block_stop", {"index": 0})
+        yield event("message_delta", {"delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+                                      "usage": {"output_tokens": completion}})
+        yield event("message_stop", {})
+
+    # ------------------------------------------------------------ running it
+
+    def start(self) -> Upstream:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app(), log_level="critical", access_log=False, lifespan="off")
+        self.server = uvicorn.Server(config)
+        thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def main() -> None:
+    """`python -m tests.proxy.upstream PORT OUTPUT`: serve until killed (benchmarks run it in its own process)."""
+    import sys
+
+    port, output = int(sys.argv[1]), int(sys.argv[2])
+    upstream = Upstream(output=output)
+    config = uvicorn.Config(upstream.app(), host="127.0.0.1", port=port, log_level="critical", access_log=False,
+                            lifespan="off")
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()
