@@ -21,9 +21,10 @@ Nothing a server says stalls a run: a reported limit is believed down to a
 floor (`REPORTED_FLOOR`, and a tenth of the declared limit; one below a
 request, or past `REPORTED_CEILING`, is ignored), a debt is at most one
 window's limit, and no call waits more than one window at the head of its
-key's queue (`max_wait_s`). A header that is unreadable, out of those
-bounds or below the declared limit is warned about once per key and header
-(`RateLimitWarning`).
+key's queue (`max_wait_s`). A reset more than a window away is ignored. A
+header that is unreadable, out of those bounds or below the declared limit
+is warned about once per key and header (`RateLimitWarning`); what is left
+of a limit not believed is not believed either.
 
 A caller with a deadline says how long it may wait (`within`): it leaves the
 queue, taking nothing, as soon as its turn cannot come in time, whether it
@@ -264,7 +265,7 @@ class RateLimiter:
         if report.empty:
             return
         for name, value in report.unreadable:
-            self._warn(key, name, f"{key}: ignored the rate-limit header {name}: {value!r}, which is no count")
+            self._warn(key, name, f"{key}: ignored the rate-limit header {name}: {value!r}, which is no count", 3)
         state = self._key(key)
         now = self._clock()
         state.refill(now)
@@ -273,28 +274,32 @@ class RateLimiter:
 
     def _believed(self, key: str, bucket: _Bucket, window: Window) -> Window:
         """`window` with its limit raised to the floor, warning when the server contradicts the floor or the declaration."""
+        if window.reset_s is not None and window.reset_s > self.window_s:
+            # A per-minute limit is whole again within a minute: a later reset is not believed.
+            self._warn(key, f"{bucket.name} reset", f"{key}: ignored a {bucket.name} reset {window.reset_s:g} s away")
+            window = Window(window.limit, window.remaining, None)
         reported = window.limit
         if reported is None:
             return window
         if not 1 <= reported <= REPORTED_CEILING[bucket.name]:  # some servers send 0 for none
             self._warn(key, bucket.name, f"{key}: ignored a reported limit of {reported:g} {bucket.name} a minute")
-            return Window(None, window.remaining, window.reset_s)
+            return Window()  # what it says is left, and when, count against that limit: not believed either
         floor = max(REPORTED_FLOOR[bucket.name], 0.0 if bucket.declared is None else FLOOR * bucket.declared)
-        believed = max(reported, floor)
         if reported < floor:
             self._warn(key, bucket.name, f"{key}: the server reports {reported:g} {bucket.name} a minute, "
                                          f"below the floor of {floor:g}; paced at {floor:g}")
-        elif bucket.declared is not None and reported < bucket.declared:
+            # What it says is left is counted against the limit not believed: it is not believed either.
+            return Window(floor, None, window.reset_s)
+        if bucket.declared is not None and reported < bucket.declared:
             self._warn(key, bucket.name, f"{key}: the server reports {reported:g} {bucket.name} a minute, "
                                          f"below the declared {bucket.declared:g}; paced at {reported:g}")
-        # What is left cannot be more than the limit the server itself reports.
-        remaining = window.remaining if window.remaining is None else min(window.remaining, believed)
-        return Window(believed, remaining, window.reset_s)
+        return window
 
-    def _warn(self, key: str, what: str, message: str) -> None:
-        if (key, what) not in self._warned:  # once per key and header: a run makes thousands of calls
+    def _warn(self, key: str, what: str, message: str, stacklevel: int = 4) -> None:
+        """Warn once per key and header (a run makes thousands of calls), where `observe` was called from."""
+        if (key, what) not in self._warned:
             self._warned.add((key, what))
-            warnings.warn(message, RateLimitWarning, stacklevel=3)
+            warnings.warn(message, RateLimitWarning, stacklevel=stacklevel)
 
     def _adapt(self, key: str, state: _Key, bucket: _Bucket, window: Window, now: float) -> None:
         if window.limit is not None:
@@ -310,8 +315,8 @@ class RateLimiter:
             return
         bucket.level = min(bucket.level, window.remaining)
         if bucket.limit is None and window.remaining < 1 and window.reset_s is not None:
-            # No rate to refill at: wait for the server's reset instead.
-            state.paused_until = max(state.paused_until, now + min(window.reset_s, self.window_s))
+            # No rate to refill at: wait for the server's reset instead (a believed one is within a window).
+            state.paused_until = max(state.paused_until, now + window.reset_s)
             state.drop_late(state.paused_until)
 
     def limits(self, key: str) -> tuple[float | None, float | None]:

@@ -376,15 +376,16 @@ class Hostile:
         return Action("reply", headers=self.headers)
 
 
+@pytest.mark.parametrize("declared", ["", "rate_limit { requests_per_minute = 600  tokens_per_minute = 100000 }"],
+                         ids=["undeclared", "declared"])
 @pytest.mark.parametrize("value", sorted(HOSTILE_VALUES))
 @pytest.mark.parametrize("flavor", ["openai", "anthropic"])
-def test_hostile_rate_limit_headers_are_warned_about_and_stall_nothing(tmp_path, capsys, flavor, value):
-    from bamasc.runtime.limiter import RateLimitWarning
+def test_hostile_rate_limit_headers_are_warned_about_and_stall_nothing(tmp_path, capsys, flavor, value, declared):
+    from bamasc.runtime.limiter import CUT, HEADROOM, REPORTED_FLOOR, RateLimitWarning
 
     server = ScriptedServer(flavor, responder=Hostile(hostile_headers(flavor, HOSTILE_VALUES[value]))).start()
     try:
-        plan, program = compiled(tmp_path, flavor, server.base_url,
-                                 "rate_limit { requests_per_minute = 600  tokens_per_minute = 100000 }")
+        plan, program = compiled(tmp_path, flavor, server.base_url, declared)
         time = FakeTime()
         limiter = fake_limiter(program, time)
         with pytest.warns(RateLimitWarning) as caught:
@@ -395,8 +396,9 @@ def test_hostile_rate_limit_headers_are_warned_about_and_stall_nothing(tmp_path,
     # The Retry-After paused the key for its cap; no other wait comes near it, let alone hours.
     waits = [call["rate_wait_s"] for call in calls]
     assert max(time.sleeps) <= limiter.max_wait_s and max(waits) <= limiter.max_wait_s
-    # After it, the key is paced at the floor or above: a few seconds a call at most, not a minute.
-    assert all(wait <= limiter.max_wait_s / 10 for wait in sorted(waits)[:-1]), waits
+    # After it, the key is paced at the floor or above, cut by the 429: two requests' time at most, not a minute.
+    floor_pace = 2 * limiter.window_s / (REPORTED_FLOOR["requests"] * (1 - HEADROOM) * CUT)
+    assert all(wait <= floor_pace + 1e-6 for wait in sorted(waits)[:-1]), waits
     messages = [str(warning.message) for warning in caught if warning.category is RateLimitWarning]
     assert messages and len(messages) == len(set(messages))  # once per key and header, not once per reply
     assert all(rate_key(program.models["remote"]) in message for message in messages)
