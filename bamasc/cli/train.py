@@ -12,6 +12,7 @@ from bamasc.cli import inputs, output
 from bamasc.cli.report import Report
 
 REWARDS = ("success", "failure", "overflow", "efficiency", "infeasible", "task_weight", "budget_weight")
+OBJECTIVES = ("weighted", "naive", "reference")  # policy.train.OBJECTIVES, repeated so that the parser imports no jax
 
 
 def add_parser(commands) -> None:
@@ -21,19 +22,27 @@ def add_parser(commands) -> None:
     train.add_argument("-o", "--output", required=True, metavar="CHECKPOINT", help="e.g. policy.msgpack")
     train.add_argument("--system")
     train.add_argument("--skip-bad-rows", action="store_true", help="report malformed offline rows and go on")
-    train.add_argument("--epochs", type=cli_args.positive, help="the most passes over the training rows (default 100)")
-    train.add_argument("--seed", type=int, help="initialisation, batch order and split (default 0)")
+    train.add_argument("--epochs", type=cli_args.positive,
+                       help="the most passes over the training rows (default 100), 10 with --objective reference")
+    train.add_argument("--seed", type=int, help="initialisation, batch order and split "
+                       "(default 0), 42 with --objective reference (123 for an MBPP system)")
     train.add_argument("--holdout", type=cli_args.share, help="share of task ids held out for the report (default 0.2)")
     train.add_argument("--entropy", type=cli_args.finite,
-                       help="entropy bonus weight beta, in reward units of success - failure (default 0.25)")
-    train.add_argument("--objective", choices=("weighted", "naive"),
-                       help="weighted: importance-weighted REINFORCE (the default); naive: -log pi * R, the reference's")
+                       help="entropy bonus weight beta, in reward units of success - failure (default 0.25), "
+                            "on raw rewards with --objective reference (0.001 there)")
+    train.add_argument("--objective", choices=OBJECTIVES,
+                       help="weighted: importance-weighted REINFORCE (the default); naive: -log pi * R on bamasc's "
+                            "network and settings; reference: the BAMAS reference's training as a whole (its loss "
+                            "on raw rewards, infeasible templates trained on, its network, settings, seed and "
+                            "epoch rule; docs/policy.md)")
     train.add_argument("--validation", type=cli_args.share,
                        help="share of the training task ids that choose the epoch; 0: no early stopping (default 0.25)")
     train.add_argument("--patience", type=cli_args.positive,
                        help="epochs without a better validation reward before stopping (default 10)")
-    train.add_argument("--learning-rate", type=cli_args.finite, help="Adam step size (default 0.001)")
-    train.add_argument("--batch-size", type=cli_args.positive, help="rows per step (default 64)")
+    train.add_argument("--learning-rate", type=cli_args.finite,
+                       help="Adam step size (default 0.001), 0.003 with --objective reference")
+    train.add_argument("--batch-size", type=cli_args.positive,
+                       help="rows per step (default 64), 20000 with --objective reference")
     train.add_argument("--hidden", type=cli_args.positive, help="width of the hidden layers (default 128)")
     train.add_argument("--embedding", choices=("minilm", "hashed"), default="minilm",
                        help="task embedding: all-MiniLM-L6-v2, or hashed words (a model-free stand-in)")
@@ -90,7 +99,18 @@ def run(args) -> int:
                      "patience", "objective")
         if getattr(args, name) is not None
     }
-    config = TrainConfig(**given, reward=reward)
+    if args.objective == "reference":
+        for name in ("validation", "patience"):
+            if name in given:
+                output.usage(report, f"--{name} does not apply to --objective reference: it keeps its best epoch "
+                                     "by the training rows, as the reference does")
+                return report.return_code
+        from bamasc.evaluate.scorers import answer_kind_dataset
+        from bamasc.policy.train import reference_config
+
+        config = reference_config(answer_kind_dataset(system.answer), **given, reward=reward)
+    else:
+        config = TrainConfig(**given, reward=reward)
     embedding = MINILM if args.embedding == "minilm" else HASHED
     features = Features(embedding, args.cache or default_cache_dir())
     scale = budget_scale(system)
@@ -115,6 +135,9 @@ def run(args) -> int:
     if result.validation:
         print(f"kept epoch {result.best_epoch}: the best reward on {result.validation_tasks} validation tasks, "
               f"{max(result.validation):.3f}")
+    if result.training_scores:
+        print(f"kept epoch {result.best_epoch}: the best mean reward of the training rows whose template the "
+              f"sampled policy agreed with (the reference's rule), {max(result.training_scores):.3f}")
     if result.heldout is not None:
         print(report_text(result.heldout))
     else:

@@ -111,7 +111,7 @@ def load_policy(path: str, templates=None) -> LoadedPolicy:
     from flax import serialization
 
     from bamasc.policy.features import EMBEDDING_DIM, EMBEDDING_MODELS
-    from bamasc.policy.model import BUDGET_FEATURES, TopologyPolicy
+    from bamasc.policy.model import BUDGET_FEATURES, EMBEDDING_SCALES, TopologyPolicy
 
     meta = read_metadata(path)
     check_match(meta, path, templates, EMBEDDING_MODELS)
@@ -125,7 +125,12 @@ def load_policy(path: str, templates=None) -> LoadedPolicy:
     budget = network.get("budget", "linear")
     if budget not in BUDGET_FEATURES:
         raise PolicyError(f"{metadata_path(path)} reads the budget as {budget!r}, which this bamasc does not know; retrain it")
-    module = TopologyPolicy(templates=count, hidden=network["hidden"], depth=network["depth"], budget_features=budget)
+    # Checkpoints of the default network say nothing of its first layer's width or the embedding's scale.
+    scale = network.get("embedding_scale", "unit_rms")
+    if scale not in EMBEDDING_SCALES:
+        raise PolicyError(f"{metadata_path(path)} scales the embedding as {scale!r}, which this bamasc does not know; retrain it")
+    module = TopologyPolicy(templates=count, hidden=network["hidden"], depth=network["depth"], budget_features=budget,
+                            input_width=network.get("input"), embedding_scale=scale)
     shapes = module.init(
         jax.random.PRNGKey(0), jnp.zeros((1, EMBEDDING_DIM)), jnp.zeros((1,)), jnp.ones((1, count), bool)
     )["params"]

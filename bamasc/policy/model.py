@@ -32,25 +32,45 @@ def budget_encoding(budget, features: str):
     return jax.nn.sigmoid((octaves - jnp.asarray(STEP_CENTRES)[None, :]) / STEP_WIDTH)
 
 
+EMBEDDING_SCALES = ("unit_rms", "none")  # "none": the unit-length embedding as it is, as the BAMAS reference reads it
+INITS = ("flax", "torch")  # "torch": PyTorch's nn.Linear initialisation, as the BAMAS reference's network starts
+
+
 class TopologyPolicy(nn.Module):
     templates: int  # one logit per template, in the system's order
     hidden: int = 128  # width of every hidden layer
     depth: int = 1  # hidden layers after the first (embedding + budget) layer
     budget_features: str = "steps"  # how the budget enters: BUDGET_FEATURES
+    input_width: int | None = None  # width of the first (embedding + budget) layer; None: `hidden`
+    embedding_scale: str = "unit_rms"  # EMBEDDING_SCALES
+    param_init: str = "flax"  # INITS: how parameters start (the shapes, and so checkpoints, do not depend on it)
 
     @nn.compact
     def __call__(self, embedding, budget, feasible):
         """embedding (B, 384), budget (B,) normalised, feasible (B, templates) bool -> masked logits."""
-        # Sentence embeddings have unit norm, so each of their 384 components is about 1/20; rescaled to
-        # unit RMS they weigh as much as the budget at initialisation, instead of a twentieth of it.
-        unit_rms = embedding * jnp.sqrt(jnp.float32(embedding.shape[-1]))
+        if self.embedding_scale == "unit_rms":
+            # Sentence embeddings have unit norm, so each of their 384 components is about 1/20; rescaled to
+            # unit RMS they weigh as much as the budget at initialisation, instead of a twentieth of it.
+            embedding = embedding * jnp.sqrt(jnp.float32(embedding.shape[-1]))
         budget_in = budget_encoding(budget, self.budget_features)
-        h = nn.Dense(self.hidden, name="embedding")(unit_rms) + nn.Dense(self.hidden, name="budget")(budget_in)
-        h = nn.relu(h)
+        width = self.input_width or self.hidden
+        h = self._dense(width, "embedding", embedding.shape[-1])(embedding)
+        h = nn.relu(h + self._dense(width, "budget", budget_in.shape[-1])(budget_in))
         for i in range(self.depth):
-            h = nn.relu(nn.Dense(self.hidden, name=f"hidden{i}")(h))
-        logits = nn.Dense(self.templates, name="logits")(h)
+            h = nn.relu(self._dense(self.hidden, f"hidden{i}", h.shape[-1])(h))
+        logits = self._dense(self.templates, "logits", h.shape[-1])(h)
         return mask_logits(logits, feasible)
+
+    def _dense(self, features: int, name: str, fan_in: int) -> nn.Dense:
+        if self.param_init == "flax":
+            return nn.Dense(features, name=name)
+        # PyTorch's nn.Linear: weights and biases uniform in +-1/sqrt(fan_in).
+        bound = 1.0 / float(fan_in) ** 0.5
+
+        def uniform(key, shape, dtype=jnp.float32):
+            return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+        return nn.Dense(features, name=name, kernel_init=uniform, bias_init=uniform)
 
 
 def mask_logits(logits, feasible):

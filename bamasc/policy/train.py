@@ -11,7 +11,10 @@ estimate of the expected reward of pi, and it is bounded: pi <= 1. The
 reference's naive form, -mean(log pi(a_i|s_i) * R_i / u), is `objective =
 "naive"`, for ablations: on a full-information table every row with a
 positive reward pushes its own logit up without limit, so it fits each
-training task's lucky templates.
+training task's lucky templates. `objective = "reference"` (`reference_config`)
+is the BAMAS reference's training as a whole: the naive form on raw rewards
+over every row, infeasible templates included and unmasked, its network,
+settings and seed, and the epoch kept by its own rule (`fit_reference`).
 
 Rewards are divided by u so that beta means the same for any reward
 constants. beta is set high enough (0.25 of a unit) that pi keeps some mass
@@ -41,7 +44,10 @@ from bamasc.policy.features import budget_feature
 from bamasc.policy.model import TopologyPolicy
 from bamasc.policy.report import estimated_value, heldout_report, policy_choices
 
-OBJECTIVES = ("weighted", "naive")
+OBJECTIVES = ("weighted", "naive", "reference")
+# The BAMAS reference's training seed (configs/3_training_params*.yml): 42, and 123 for MBPP.
+REFERENCE_SEED = 42
+REFERENCE_SEEDS = {"mbpp": 123}
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,38 @@ class TrainConfig:
     holdout: float = 0.2  # share of task ids held out for the report (0: none)
     validation: float = 0.25  # share of the training task ids that pick the epoch (0: none, train every epoch)
     patience: int = 10  # epochs without a better validation reward before training stops
-    objective: str = "weighted"  # "weighted" (importance-weighted, bounded) or "naive" (-log pi * R, the reference's)
+    objective: str = "weighted"  # "weighted" (importance-weighted, bounded), "naive" (-log pi * R) or "reference"
     budget_features: str = "steps"  # how the budget enters the network (model.BUDGET_FEATURES)
+    input_width: int | None = None  # width of the first (embedding + budget) layer; None: `hidden`
+    embedding_scale: str = "unit_rms"  # the embedding's scale before its layer (model.EMBEDDING_SCALES)
+    param_init: str = "flax"  # how parameters start (model.INITS)
     reward: Reward = field(default_factory=Reward)  # the reward constants
+
+
+def reference_config(kind: str | None = None, **given) -> TrainConfig:
+    """The BAMAS reference's training (main_train_offline.py, high_level_policy.py and its configs), with
+    `given` settings on top: REINFORCE -mean(log pi * R) - 0.001 H on raw rewards, Adam 3e-3, batches
+    of 20,000 rows (one batch of a whole table), 10 epochs, the epoch kept by its training-row rule, seed
+    42 (123 for MBPP, `kind`); the network 384 -> 64 and budget 1 -> 64, summed, then 64 -> 128 -> K,
+    the budget as one number over the scale, the unit-length embedding unscaled, PyTorch's
+    initialisation. A `hidden` width given keeps the reference's first layer at half of it."""
+    settings = {
+        "objective": "reference",
+        "learning_rate": 3e-3,
+        "batch_size": 20000,
+        "epochs": 10,
+        "entropy": 0.001,  # on raw rewards: the reference does not divide them
+        "seed": REFERENCE_SEEDS.get(kind, REFERENCE_SEED),
+        "validation": 0.0,  # the reference keeps its best epoch by the training rows
+        "hidden": 128,
+        "depth": 1,
+        "budget_features": "linear",
+        "embedding_scale": "none",
+        "param_init": "torch",
+        **given,
+    }
+    settings["input_width"] = max(1, settings["hidden"] // 2)
+    return TrainConfig(**settings)
 
 
 def reward_unit(reward: Reward) -> float:
@@ -122,8 +157,11 @@ class Table:
     reward: Reward = field(default_factory=Reward)
 
 
-def build_table(rows, templates: tuple[str, ...], reward: Reward) -> Table:
-    """Rows naming a template the system does not have are an error; feasibility is per budget."""
+def build_table(rows, templates: tuple[str, ...], reward: Reward, include_infeasible: bool = False) -> Table:
+    """Rows naming a template the system does not have are an error; feasibility is per budget.
+
+    With `include_infeasible` (the reference's training), a row of a template with no binding is a
+    sample too, with the `infeasible` reward; the outcome arrays, and so every report, are the same."""
     index = {name: k for k, name in enumerate(templates)}
     unknown = sorted({row.template for row in rows} - set(index))
     if unknown:
@@ -152,12 +190,15 @@ def build_table(rows, templates: tuple[str, ...], reward: Reward) -> Table:
     success = np.zeros((count, k), dtype=bool)
     cost = np.zeros((count, k), dtype=np.float64)
     samples = []
+    ran = []
     for row in rows:
-        if not row.feasible:
+        if not row.feasible and not include_infeasible:
             continue
         s, a = states[(row.task_id, row.budget)], index[row.template]
-        observed[s, a], success[s, a], cost[s, a] = True, row.success, row.cost
+        if row.feasible:
+            observed[s, a], success[s, a], cost[s, a] = True, row.success, row.cost
         samples.append((s, a, row.success, row.cost, row.budget, row.behavior_prob))
+        ran.append(row.feasible)
     outcome = rewards(success, cost, np.asarray(budgets, dtype=np.float64).reshape(-1, 1), reward)
     feasible_count = feasible.sum(1)
     sample_state = np.array([s for s, *_ in samples], dtype=np.int32)
@@ -176,7 +217,10 @@ def build_table(rows, templates: tuple[str, ...], reward: Reward) -> Table:
         outcome_cost=cost,
         sample_state=sample_state,
         sample_action=np.array([a for _, a, *_ in samples], dtype=np.int32),
-        sample_reward=rewards([x[2] for x in samples], [x[3] for x in samples], [x[4] for x in samples], reward),
+        sample_reward=np.where(
+            np.array(ran, dtype=bool), rewards([x[2] for x in samples], [x[3] for x in samples], [x[4] for x in samples], reward),
+            np.float32(reward.infeasible_reward()),
+        ).astype(np.float32),
         sample_behavior=behavior,
         reward=reward,
     )
@@ -199,7 +243,7 @@ def loss_from_logits(logits, action, reward, behavior, entropy_weight, objective
     """REINFORCE (importance-weighted, or naive) with an entropy bonus; returns (loss, (policy value, mean entropy))."""
     log_probs = jax.nn.log_softmax(logits)
     probs = jnp.exp(log_probs)
-    if objective == "naive":
+    if objective in ("naive", "reference"):
         value = jnp.mean(jnp.take_along_axis(log_probs, action[:, None], axis=1)[:, 0] * reward)
     else:
         taken = jnp.take_along_axis(probs, action[:, None], axis=1)[:, 0]
@@ -224,7 +268,8 @@ def train_step(state: train_state.TrainState, batch: dict, entropy_weight, objec
 
 def create_state(templates: int, config: TrainConfig, embedding_dim: int) -> train_state.TrainState:
     module = TopologyPolicy(
-        templates=templates, hidden=config.hidden, depth=config.depth, budget_features=config.budget_features
+        templates=templates, hidden=config.hidden, depth=config.depth, budget_features=config.budget_features,
+        input_width=config.input_width, embedding_scale=config.embedding_scale, param_init=config.param_init,
     )
     params = module.init(
         jax.random.PRNGKey(config.seed),
@@ -267,6 +312,8 @@ def fit(data: dict, templates: int, config: TrainConfig, progress=None, validate
     """
     if config.objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {config.objective!r}")
+    if config.objective == "reference":
+        return fit_reference(data, templates, config, progress)
     state = create_state(templates, config, data["embedding"].shape[1])
     device = jax.device_put({**data, "reward": np.asarray(data["reward"] / reward_unit(config.reward), np.float32)})
     count = len(data["action"])
@@ -299,6 +346,51 @@ def fit(data: dict, templates: int, config: TrainConfig, progress=None, validate
 
 
 @jax.jit
+def reference_step(state: train_state.TrainState, batch: dict, key, entropy_weight):
+    """One step of the reference: the templates the policy samples before the step (for its epoch
+    score), then one Adam step on the naive loss over raw rewards."""
+    logits = state.apply_fn({"params": state.params}, batch["embedding"], batch["budget"], batch["feasible"])
+    agree = jax.random.categorical(key, logits) == batch["action"]
+    grad = jax.value_and_grad(loss_fn, has_aux=True)
+    (loss, (value, entropy)), grads = grad(state.params, state.apply_fn, batch, entropy_weight, "reference")
+    metrics = {"loss": loss, "agreed": jnp.sum(agree), "agreed_reward": jnp.sum(jnp.where(agree, batch["reward"], 0.0))}
+    return state.apply_gradients(grads=grads), metrics
+
+
+def fit_reference(data: dict, templates: int, config: TrainConfig, progress=None) -> Fitted:
+    """The reference's loop: raw rewards, every template unmasked, each epoch's rows in a new seeded
+    order in batches of `batch_size` (the last one smaller), and the epoch kept by the reference's
+    rule: the mean reward of the rows whose template the policy, sampled before each step, agreed
+    with (0 where none did), the first best of every epoch run, with the parameters after its step."""
+    state = create_state(templates, config, data["embedding"].shape[1])
+    device = jax.device_put({**data, "feasible": np.ones_like(data["feasible"])})
+    count = len(data["action"])
+    size = min(config.batch_size, count)
+    rng = np.random.default_rng(config.seed)
+    key = jax.random.PRNGKey(config.seed)
+    entropy_weight = jnp.float32(config.entropy)
+    history, scores = [], []
+    best_params, best_epoch = state.params, 0
+    for epoch in range(config.epochs):
+        order = rng.permutation(count)
+        losses, agreed, agreed_reward = [], 0, 0.0
+        for start in range(0, count, size):
+            key, draw = jax.random.split(key)
+            batch = _take(device, jnp.asarray(order[start : start + size]))
+            state, metrics = reference_step(state, batch, draw, entropy_weight)
+            losses.append(float(metrics["loss"]))
+            agreed += int(metrics["agreed"])
+            agreed_reward += float(metrics["agreed_reward"])
+        history.append(float(np.mean(losses)))
+        scores.append(agreed_reward / agreed if agreed else 0.0)
+        if progress is not None:
+            progress(epoch + 1, config.epochs)
+        if scores[-1] > max(scores[:-1], default=-np.inf):
+            best_params, best_epoch = state.params, epoch + 1
+    return Fitted(state.replace(params=best_params), history, scores, best_epoch)
+
+
+@jax.jit
 def _take(data: dict, indices):
     return jax.tree_util.tree_map(lambda column: column[indices], data)
 
@@ -321,6 +413,7 @@ class TrainResult:
     validation_tasks: int = 0
     validation: list[float] = field(default_factory=list)  # validation reward per epoch run
     best_epoch: int = 0  # the epoch whose parameters were kept
+    training_scores: list[float] = field(default_factory=list)  # the reference's epoch score per epoch run
 
 
 def task_states(table: Table, ids: set[str]) -> np.ndarray:
@@ -334,9 +427,11 @@ def train_policy(rows, templates: tuple[str, ...], config: TrainConfig, embed, s
     budget that maps to 1.0. A `config.validation` share of the training
     tasks is kept out of the gradient steps to choose the epoch.
     """
-    table = build_table(rows, templates, config.reward)
+    reference = config.objective == "reference"
+    table = build_table(rows, templates, config.reward, include_infeasible=reference)
     train_ids, held_ids = split_tasks(table.task_ids, config.holdout, config.seed)
-    fit_ids, validation_ids = split_tasks(sorted(train_ids), config.validation, config.seed + 1)
+    validation_share = 0.0 if reference else config.validation  # the reference picks its epoch by the training rows
+    fit_ids, validation_ids = split_tasks(sorted(train_ids), validation_share, config.seed + 1)
     samples = np.flatnonzero([table.task_ids[s] in fit_ids for s in table.sample_state])
     if not len(samples):
         raise ValueError("the data has no run of a feasible template on a training task to learn from")
@@ -363,9 +458,20 @@ def train_policy(rows, templates: tuple[str, ...], config: TrainConfig, embed, s
         heldout = heldout_report(table, held, choices)
     return TrainResult(
         state, fitted.history, heldout, len(train_ids), len(held_ids), len(samples),
-        validation_tasks=len(validation_ids) if validate else 0, validation=fitted.validation,
-        best_epoch=fitted.best_epoch,
+        validation_tasks=len(validation_ids) if validate else 0, validation=[] if reference else fitted.validation,
+        best_epoch=fitted.best_epoch, training_scores=fitted.validation if reference else [],
     )
+
+
+def network_data(config: TrainConfig) -> dict:
+    """The network's shape as the checkpoint records it; fields at their old defaults are left out, so
+    checkpoints of the default network read as before."""
+    network = {"hidden": config.hidden, "depth": config.depth, "budget": config.budget_features}
+    if config.input_width is not None:
+        network["input"] = config.input_width
+    if config.embedding_scale != "unit_rms":
+        network["embedding_scale"] = config.embedding_scale
+    return network
 
 
 def checkpoint_metadata(
@@ -383,7 +489,7 @@ def checkpoint_metadata(
         "embedding_dim": EMBEDDING_DIM,
         "budget_scale": scale,
         "reward": settings["reward"],
-        "network": {"hidden": config.hidden, "depth": config.depth, "budget": config.budget_features},
+        "network": network_data(config),
         "config": settings,
         "data": os.path.basename(data_path),
         "data_sha256": file_sha256(data_path),
@@ -393,6 +499,7 @@ def checkpoint_metadata(
         "epochs_run": len(result.history),
         "best_epoch": result.best_epoch,
         "validation_reward": round(max(result.validation), 6) if result.validation else None,
+        **({"training_score": round(max(result.training_scores), 6)} if result.training_scores else {}),
         "final_loss": round(result.history[-1], 6),
         "heldout": result.heldout,
     }
