@@ -7,10 +7,13 @@ import os
 import sys
 
 from bamasc.cli import args as cli_args
-from bamasc.cli import inputs, output, scoring
+from bamasc.cli import output, scoring
 from bamasc.cli.report import Report
 
 DEFAULT_CONFIRM_ABOVE = 1.0  # USD
+# evaluate.paper_rows.OBJECTIVES, repeated so that building the parser imports nothing of it.
+OBJECTIVES = ("weighted", "naive", "reference")
+TRAIN_SPLITS = ("paper", "all")
 
 
 def names(text: str) -> list[str]:
@@ -19,6 +22,16 @@ def names(text: str) -> list[str]:
     if not found:
         raise argparse.ArgumentTypeError("need system names separated by commas, or none")
     return [] if found == ["none"] else found
+
+
+def objectives(text: str) -> tuple[str, ...]:
+    """Comma-separated training objectives, each one of OBJECTIVES, none twice."""
+    found = tuple(part.strip() for part in text.split(","))
+    unknown = [name for name in found if name not in OBJECTIVES]
+    if unknown or len(set(found)) != len(found):
+        raise argparse.ArgumentTypeError(f"need objectives among {', '.join(OBJECTIVES)}, separated by commas "
+                                         f"and none twice, not {text!r}")
+    return found
 
 
 def dollars(text: str) -> float:
@@ -41,8 +54,13 @@ def add_parser(commands) -> None:
     reproduce.add_argument("-o", "--output", required=True, metavar="DIR",
                            help="every stage's outputs, the manifest, the table and the plot go here; "
                                 "the same command with the same DIR resumes")
-    reproduce.add_argument("--train-dataset", metavar="JSONL",
-                           help="tasks with references that `collect` runs to train the policies (default: --dataset)")
+    reproduce.add_argument("--train-dataset", metavar="D",
+                           help="the published training data the policies' tasks come from, read as --dataset "
+                                "is (default: the tasks of --dataset); --train-split picks the tasks")
+    reproduce.add_argument("--train-split", choices=TRAIN_SPLITS, default="paper",
+                           help="with --train-dataset: paper (the default) takes the reference's training tasks "
+                                "from it: GSM8K 500 sampled with seed 42, MBPP ids 601-974, MATH 1000 stratified "
+                                "by level with seed 888; all takes every task")
     reproduce.add_argument("--budgets", type=cli_args.budget_set, metavar="B,B,...",
                            help="µ$ budgets of every row (default: the `budgets` the systems declare)")
     reproduce.add_argument("--systems", type=names, metavar="NAME,...", help="the systems to run (default: every one)")
@@ -60,11 +78,21 @@ def add_parser(commands) -> None:
                                 "Hendrycks check; the dataset kind's own otherwise; mbpp-reference: MBPP code "
                                 "taken as the BAMAS reference kit takes it)")
     reproduce.add_argument("--split", choices=scoring.SPLITS, help=scoring.SPLIT_HELP)
-    reproduce.add_argument("--limit", type=cli_args.positive, metavar="N", help="the first N tasks of each dataset only")
+    reproduce.add_argument("--limit", type=cli_args.positive, metavar="N",
+                           help="the first N tasks of each dataset only (after the sample)")
+    scoring.add_sampling_options(reproduce, seed_option="--sample-seed")
     reproduce.add_argument("--embedding", choices=("minilm", "hashed"), default="minilm",
                            help="the policies' task embedding (as for `train`)")
-    reproduce.add_argument("--epochs", type=cli_args.positive, help="the most training epochs (default 100)")
-    reproduce.add_argument("--seed", type=int, default=0, help="training and sampling seed (default 0)")
+    reproduce.add_argument("--objective", type=objectives, metavar="NAME[,NAME]",
+                           help="how the policies are trained, a policy row for each: weighted (bamasc's, the "
+                                "default), reference (the BAMAS reference's training: its loss on raw rewards, "
+                                "network, settings and seed; rows labelled 'policy, reference objective'), naive; "
+                                "e.g. weighted,reference for both")
+    reproduce.add_argument("--epochs", type=cli_args.positive,
+                           help="the most training epochs (default 100; the reference objective's 10)")
+    reproduce.add_argument("--seed", type=int, default=0,
+                           help="training and run seed (default 0; the reference objective trains with its own, "
+                                "42, MBPP 123)")
     reproduce.add_argument("--yes", action="store_true", help="spend above --confirm-above without asking")
     reproduce.add_argument("--confirm-above", type=dollars, default=DEFAULT_CONFIRM_ABOVE, metavar="USD",
                            help=f"ask before spending more than this many dollars (default {DEFAULT_CONFIRM_ABOVE:g})")
@@ -93,7 +121,8 @@ def run(args) -> int:
 
     try:
         setup = choose(program, args.file, args.kind, args.budgets, args.systems, args.learn, args.greedy,
-                       args.paper_cost, embedding=args.embedding, epochs=args.epochs, seed=args.seed)
+                       args.paper_cost, embedding=args.embedding, epochs=args.epochs, seed=args.seed,
+                       objectives=args.objective)
     except ReproduceError as problem:
         output.usage(report, problem)
         return report.return_code
@@ -104,14 +133,18 @@ def run(args) -> int:
     except ValueError as problem:
         output.usage(report, problem)
         return report.return_code
-    dataset = scoring.load_dataset(report, args.dataset, setup.kind, args.split, args.skip_bad_rows)
+    rows: dict = {}
+    dataset = scoring.load_dataset(report, args.dataset, setup.kind, args.split, args.skip_bad_rows, rows)
     if dataset is None:
         return report.return_code
-    dataset.items = dataset.items[: args.limit] if args.limit else dataset.items
+    kept = scoring.sampled(report, dataset.items, args, "tasks", seed_option="--sample-seed")
+    if kept is None:
+        return report.return_code
+    dataset.items = kept[: args.limit] if args.limit else kept
     if not dataset.items:
         output.usage(report, f"{args.dataset} holds no tasks to run")
         return report.return_code
-    train_tasks = _train_tasks(report, args, setup)
+    train_tasks = _train_tasks(report, args, setup, dataset.items, rows)
     if train_tasks is None:
         return report.return_code
     isolation = scoring.isolation(report, args, setup.kind)
@@ -145,24 +178,36 @@ def _program(report: Report, path: str):
     return program
 
 
-def _train_tasks(report: Report, args, setup):
-    """The tasks collect runs: none when no policy is trained."""
+def _train_tasks(report: Report, args, setup, bench_items, bench_rows: dict):
+    """The tasks collect runs, each with its row for the scorer: none when no policy is trained; the
+    benchmarked tasks without --train-dataset; else the --train-split of the training data."""
     if not setup.learned:
         return []
-    from bamasc.policy.data import read_scored_tasks
-    from bamasc.runtime.execute import DatasetError
+    from bamasc.policy.data import ScoredTask
 
-    path = args.train_dataset or args.dataset
-    if not os.path.isfile(path):
-        output.usage(report, f"collect reads a JSONL file of tasks, and {path} is a folder; give --train-dataset")
-        return None
     if args.train_dataset is None:
         output.warning("the policies are trained on the tasks they are benchmarked on; "
                        "give --train-dataset for a separate training set")
-    tasks = inputs.rows(report, read_scored_tasks, path, args.skip_bad_rows, DatasetError)
-    if tasks is not None and args.limit:
-        tasks = tasks[: args.limit]
-    return tasks
+        return [ScoredTask(item.id, item.prompt, bench_rows[item.id]) for item in bench_items]
+    rows: dict = {}
+    training = scoring.load_dataset(report, args.train_dataset, setup.kind, None, args.skip_bad_rows, rows)
+    if training is None:
+        return None
+    items = training.items
+    if args.train_split == "paper":
+        from bamasc.evaluate.samplers import SampleError, paper_training, select
+
+        sampling = paper_training(setup.kind)
+        try:
+            items = select(items, sampling)
+        except SampleError as problem:
+            output.usage(report, f"--train-dataset {args.train_dataset}: the paper's training tasks are "
+                                 f"{sampling.describe()}: {problem} (--train-split all trains on every task)")
+            return None
+        print(f"training on {len(items)} of {len(training.items)} tasks of {args.train_dataset} "
+              f"(the paper's: {sampling.describe()})", file=sys.stderr)
+    items = items[: args.limit] if args.limit else items
+    return [ScoredTask(item.id, item.prompt, rows[item.id]) for item in items]
 
 
 def _estimate_text(estimate, cells: int) -> str:

@@ -51,15 +51,16 @@ def isolation(report: Report, args, kind: str) -> str | None:
     return level
 
 
-def load_dataset(report: Report, path: str, kind: str, split, skip_bad: bool):
-    """The dataset at `path` (a file, or a MATH folder), each skipped row warned about; None once reported."""
+def load_dataset(report: Report, path: str, kind: str, split, skip_bad: bool, rows: dict | None = None):
+    """The dataset at `path` (a file, or a MATH folder), each skipped row warned about; None once reported.
+    `rows`, when given, gets each item's row by its id."""
     from bamasc.evaluate.datasets import DatasetError, load
 
     if not os.path.exists(path):
         output.usage(report, f"no such file: {path}")
         return None
     try:
-        dataset = load(path, kind, skip_bad=skip_bad, split=split)
+        dataset = load(path, kind, skip_bad=skip_bad, split=split, rows=rows)
     except DatasetError as problem:
         output.failure(report, f"{problem} (use --skip-bad-rows to skip such rows)")
         return None
@@ -68,32 +69,34 @@ def load_dataset(report: Report, path: str, kind: str, split, skip_bad: bool):
     return dataset
 
 
-def add_sampling_options(parser) -> None:
-    """--ids, --sample, --seed, --stratify: a reproducible subset of the tasks (docs/paper.md, "Samplers")."""
+def add_sampling_options(parser, seed_option: str = "--seed") -> None:
+    """--ids, --sample, --seed, --stratify: a reproducible subset of the tasks (docs/paper.md, "Samplers").
+    `seed_option` names the seed's option where the command has a --seed of its own."""
     parser.add_argument("--ids", metavar="A-B[,C-D]",
                         help="keep only these task ids, inclusive ranges (MBPP test: 11-510); every one must be there")
     parser.add_argument("--sample", type=cli_args.positive, metavar="N",
                         help="N tasks drawn without replacement: the first N of a seeded shuffle")
-    parser.add_argument("--seed", type=cli_args.whole, metavar="S",
+    parser.add_argument(seed_option, type=cli_args.whole, metavar="S",
                         help="the shuffle's seed (default 42; 888 with --stratify)")
     parser.add_argument("--stratify", metavar="FIELD",
                         help="with --sample: draw N in proportion to FIELD's values (MATH: level)")
 
 
-def sampled(report: Report, items: list, args, what: str = "items"):
+def sampled(report: Report, items: list, args, what: str = "items", seed_option: str = "--seed"):
     """The items the sampling options keep (all of them without any), noted on standard error;
     None once a bad option or a dataset that cannot satisfy it is reported."""
+    seed = getattr(args, seed_option.removeprefix("--").replace("-", "_"))
     if args.sample is None:
-        for name in ("seed", "stratify"):
-            if getattr(args, name) is not None:
-                output.usage(report, f"--{name} applies to a sample: give --sample N")
+        for name, value in ((seed_option, seed), ("--stratify", args.stratify)):
+            if value is not None:
+                output.usage(report, f"{name} applies to a sample: give --sample N")
                 return None
         if args.ids is None:
             return items
     from bamasc.evaluate.samplers import SampleError, Sampling, parse_ids, select
 
     try:
-        sampling = Sampling(args.sample, args.seed, args.stratify, parse_ids(args.ids) if args.ids else ())
+        sampling = Sampling(args.sample, seed, args.stratify, parse_ids(args.ids) if args.ids else ())
         kept = select(items, sampling)
     except SampleError as problem:
         output.usage(report, problem)

@@ -80,8 +80,9 @@ class _Bad(Exception):
         self.message = message
 
 
-def load(path: str, kind: str, skip_bad: bool = False, split: str | None = None) -> Dataset:
-    """Read `path` as a `kind` dataset (gsm8k, mbpp or math); `split` selects MBPP task ids."""
+def load(path: str, kind: str, skip_bad: bool = False, split: str | None = None, rows: dict | None = None) -> Dataset:
+    """Read `path` as a `kind` dataset (gsm8k, mbpp or math); `split` selects MBPP task ids. `rows`, when
+    given, gets each item's row as read, by the item's id (what a scorer of rows reads)."""
     if kind not in KINDS:
         raise ValueError(f"unknown dataset kind {kind!r}; expected one of {', '.join(KINDS)}")
     if split is not None and kind != "mbpp":
@@ -105,6 +106,8 @@ def load(path: str, kind: str, skip_bad: bool = False, split: str | None = None)
         seen.add(item.id)
         if split is None or _in_split(item.id, split):
             items.append(item)
+            if rows is not None:
+                rows[item.id] = row
     return Dataset(kind, path, items, problems)
 
 

@@ -9,18 +9,34 @@ class ReproduceError(ValueError):
     """A request reproduce cannot act on: unknown systems, no budgets, an output folder of another run."""
 
 
+# The policies' training objectives (policy.train.OBJECTIVES, repeated so that planning rows imports no jax).
+OBJECTIVES = ("weighted", "naive", "reference")
+# How a policy row trained with an objective other than bamasc's own is named in the table.
+METHOD_WORDS = {"policy-naive": "policy, naive objective", "policy-reference": "policy, reference objective"}
+
+
+def policy_method(objective: str) -> str:
+    """The method of the row that selects with a policy trained with `objective` ("policy": bamasc's own)."""
+    return "policy" if objective == "weighted" else f"policy-{objective}"
+
+
+def method_objective(method: str) -> str:
+    """The objective a policy row's method was trained with."""
+    return "weighted" if method == "policy" else method.removeprefix("policy-")
+
+
 @record
 class Cell:
     """One row of the table at one budget: a system, how it selects its template, how it is bound."""
 
     system: str
-    method: str  # declared: as the file says; policy: the policy trained here; greedy: the greedy ablation
+    method: str  # declared: as the file says; policy (policy-reference, policy-naive): the policy trained here; greedy
     budget: float
     binder: str  # the compile method: lexicographic, paper (the reference's cost model) or greedy
 
     @property
     def label(self) -> str:
-        return self.system if self.method == "declared" else f"{self.system} ({self.method})"
+        return self.system if self.method == "declared" else f"{self.system} ({METHOD_WORDS.get(self.method, self.method)})"
 
     @property
     def key(self) -> tuple:
@@ -41,6 +57,8 @@ class Setup:
     embedding: str = "minilm"  # the policy's task embedding (policy.features)
     epochs: int | None = None  # None: TrainConfig's
     seed: int = 0
+    # Each learned system gets a policy row per objective; the first selects for a system declaring policy(...).
+    objectives: tuple[str, ...] = ("weighted",)
 
 
 def choose(program, path: str, kind: str | None = None, budgets=None, systems=None, learned=None, greedy=None,
@@ -63,6 +81,13 @@ def choose(program, path: str, kind: str | None = None, budgets=None, systems=No
                 raise ReproduceError(f"{option}: system '{name}' is not among --systems ({', '.join(chosen)})")
         return tuple(names)
 
+    objectives = tuple(training.get("objectives") or ("weighted",))
+    for objective in objectives:
+        if objective not in OBJECTIVES:
+            raise ReproduceError(f"--objective: no objective '{objective}'; there are {', '.join(OBJECTIVES)}")
+    if len(set(objectives)) != len(objectives):
+        raise ReproduceError(f"--objective names an objective twice: {','.join(objectives)}")
+    training["objectives"] = objectives
     learned = subset(learned, "--learn", lambda system: len(system.topologies) > 1)
     for name in learned:
         if len(program.systems[name].topologies) < 2:
@@ -97,8 +122,10 @@ def plan_cells(setup: Setup, program) -> list[Cell]:
     for name in setup.systems:
         binder = "paper" if name in setup.paper_cost else "lexicographic"
         methods = [("declared", binder)]
-        if name in setup.learned and program.systems[name].select.kind != "policy":
-            methods.append(("policy", binder))
+        if name in setup.learned:
+            # A system that declares policy(...) selects its declared row with the first objective's policy.
+            declared = program.systems[name].select.kind == "policy"
+            methods += [(policy_method(objective), binder) for objective in setup.objectives[declared:]]
         if name in setup.greedy:
             methods.append(("greedy", "greedy"))
         cells += [Cell(name, method, budget, how) for method, how in methods for budget in setup.budgets]

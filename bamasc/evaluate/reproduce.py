@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 
-from bamasc.evaluate.paper_rows import Cell, ReproduceError, Setup, choose, plan_cells  # noqa: F401 (the interface)
+from bamasc.evaluate.paper_rows import Cell, ReproduceError, Setup, choose, method_objective, plan_cells  # noqa: F401 (the interface)
 from bamasc.records import as_dict, record
 from bamasc.rows import drop_torn_line
 
@@ -87,8 +87,11 @@ class Reproduction:
     def rows_path(self, system: str) -> str:
         return self.where("collect", f"{system}.jsonl")
 
-    def checkpoint(self, system: str) -> str:
-        return self.where("train", f"{system}.msgpack")
+    def checkpoint(self, system: str, objective: str = "weighted") -> str:
+        """Where the policy trained for `system` with `objective` goes: SYSTEM.msgpack for bamasc's own,
+        SYSTEM.OBJECTIVE.msgpack for another."""
+        suffix = "" if objective == "weighted" else f".{objective}"
+        return self.where("train", f"{system}{suffix}.msgpack")
 
     def pinned(self) -> dict:
         """What the manifest pins: the setup, the sources, the datasets and who answers."""
@@ -97,6 +100,8 @@ class Reproduction:
             sources.update(os.path.basename(name).encode() + b"\0" + text.encode("utf-8", "surrogatepass") + b"\0")
         setup = as_dict(self.setup)
         setup["path"] = os.path.basename(self.setup.path)
+        if tuple(setup["objectives"]) == ("weighted",):
+            del setup["objectives"]  # as folders written before the field pinned it: they still resume
         return {
             "setup": json.loads(json.dumps(setup)),
             "sources_sha256": sources.hexdigest(),
@@ -205,7 +210,8 @@ class Reproduction:
         return Estimate(bound, runs, cells, self.offline())
 
     def _by_policy(self, cell: Cell) -> bool:
-        return cell.method == "policy" or (cell.method == "declared" and self.program.systems[cell.system].select.kind == "policy")
+        return cell.method.startswith("policy") or (
+            cell.method == "declared" and self.program.systems[cell.system].select.kind == "policy")
 
     def needed_extras(self) -> list:
         """(extra, what needs it) for every optional extra the stages still to run will import: the policy
@@ -249,7 +255,8 @@ class Reproduction:
             self._save_manifest({})
         for system in self.setup.learned:
             self.collect(system)
-            self.train(system)
+            for objective in self.setup.objectives:
+                self.train(system, objective)
         return self.bench()
 
     def collect(self, system: str) -> None:
@@ -276,39 +283,46 @@ class Reproduction:
         self._mark(stage, {"rows": summary.written + summary.skipped})
         self.tell(f"collect {system}: {summary.written} rows written, {summary.skipped} already there")
 
-    def train(self, system: str) -> None:
+    def train(self, system: str, objective: str = "weighted") -> None:
         from bamasc.policy.checkpoint import load_policy, read_metadata, save_policy
         from bamasc.policy.data import file_sha256, read_rows
         from bamasc.policy.errors import PolicyError
         from bamasc.policy.features import HASHED, MINILM, Features, budget_scale, default_cache_dir
-        from bamasc.policy.train import Reward, TrainConfig, checkpoint_metadata, train_policy
+        from bamasc.policy.train import Reward, TrainConfig, checkpoint_metadata, reference_config, train_policy
 
         declared = self.program.systems[system]
-        rows_path, checkpoint = self.rows_path(system), self.checkpoint(system)
+        rows_path, checkpoint = self.rows_path(system), self.checkpoint(system, objective)
+        named = system if objective == "weighted" else f"{system} ({objective} objective)"
         data_sha256 = file_sha256(rows_path)
         try:
             if read_metadata(checkpoint).get("data_sha256") == data_sha256:
                 load_policy(checkpoint, declared.topologies)
-                self.tell(f"train {system}: done before")
+                self.tell(f"train {named}: done before")
                 return
         except PolicyError:
             pass  # none yet, or one cut short: train it (again)
         # Sorted: a resumed collect appends its rows in another order, and training reads them in order.
         rows = sorted(read_rows(rows_path), key=lambda row: (row.task_id, row.budget, row.template))
         given = {"epochs": self.setup.epochs} if self.setup.epochs is not None else {}
-        # No hold-out: the bench stage is the evaluation.
-        config = TrainConfig(**given, seed=self.setup.seed, holdout=0.0, reward=Reward(**as_dict(declared.reward)))
+        # No hold-out: the bench stage is the evaluation. The reference's objective trains with its own
+        # settings and seed (policy.train.reference_config); --epochs applies to every objective.
+        reward = Reward(**as_dict(declared.reward))
+        if objective == "reference":
+            config = reference_config(self.setup.kind, **given, holdout=0.0, reward=reward)
+        else:
+            config = TrainConfig(**given, objective=objective, seed=self.setup.seed, holdout=0.0, reward=reward)
         embedding = MINILM if self.setup.embedding == "minilm" else HASHED
         scale = budget_scale(declared)
         try:
             result = train_policy(rows, declared.topologies, config, Features(embedding, default_cache_dir()).embed, scale)
         except ValueError as problem:
-            raise ReproduceError(f"cannot train a policy for '{system}' on {rows_path}: {problem}") from None
+            raise ReproduceError(f"cannot train a policy for '{named}' on {rows_path}: {problem}") from None
         metadata = checkpoint_metadata(declared, embedding, scale, config, rows_path, len(rows), result)
         save_policy(checkpoint, result.state.params, metadata)
         load_policy(checkpoint, declared.topologies)  # self-check: it loads and matches the system
-        self._mark(f"train/{system}", {"data_sha256": data_sha256, "epochs_run": len(result.history)})
-        self.tell(f"train {system}: {result.samples} runs, {len(result.history)} epochs")
+        stage = f"train/{system}" if objective == "weighted" else f"train/{system}.{objective}"
+        self._mark(stage, {"data_sha256": data_sha256, "epochs_run": len(result.history)})
+        self.tell(f"train {named}: {result.samples} runs, {len(result.history)} epochs")
 
     def _finished_cells(self) -> dict[tuple, dict]:
         """Each whole line of the cells file by its cell, its counts recomputed from its items
@@ -340,10 +354,13 @@ class Reproduction:
         for index, cell in enumerate(self.cells, 1):
             if cell.key in finished:
                 continue
-            # The policy trained here selects for its policy row, and for every row of a system that
-            # declares `select = policy(...)` (its greedy row too).
-            selects = cell.method == "policy" or self.program.systems[cell.system].select.kind == "policy"
-            checkpoint = self.checkpoint(cell.system) if selects and cell.system in self.setup.learned else None
+            # The policy trained here selects for its policy rows, each with its objective's, and for every
+            # row of a system that declares `select = policy(...)` (its greedy row too), with the first's.
+            by_row = cell.method.startswith("policy")
+            selects = by_row or self.program.systems[cell.system].select.kind == "policy"
+            objective = method_objective(cell.method) if by_row else self.setup.objectives[0]
+            checkpoint = (self.checkpoint(cell.system, objective)
+                          if selects and cell.system in self.setup.learned else None)
             try:
                 result = bench_run(self.setup.path, self.dataset, cell.system, cell.budget, options,
                                    code_concurrency=self.code_concurrency, code_limits=self.code_limits,

@@ -20,6 +20,16 @@ SAMPLE_SEED = 42
 STRATIFY_SEED = 888
 
 
+# The tasks the reference trains its policy on, drawn from each kind's published training data
+# (docs/paper.md, "Training tasks"): GSM8K's train.jsonl shuffled with Python's random, seed 42, the
+# first 500; MBPP's training ids; MATH's train split, 1,000 stratified by level as its test subset.
+PAPER_TRAINING = {
+    "gsm8k": {"size": 500},
+    "mbpp": {"ids": ((601, 974),)},
+    "math": {"size": 1000, "stratify": "level"},
+}
+
+
 class SampleError(ValueError):
     """Sampling options the dataset cannot satisfy, or that do not parse."""
 
@@ -45,6 +55,11 @@ class Sampling:
             how = f"stratified by {self.stratify}" if self.stratify else "sampled"
             parts.append(f"{self.size} {how} with seed {self.shuffle_seed()}")
         return ", ".join(parts) or "every item"
+
+
+def paper_training(kind: str) -> Sampling:
+    """The reference's training subset of a `kind` dataset's training data."""
+    return Sampling(**PAPER_TRAINING[kind])
 
 
 def parse_ids(text: str) -> tuple[tuple[int, int], ...]:
