@@ -9,21 +9,31 @@ rate limits hold across every runner. Each runner writes its own trace shard;
 the shards are merged into the trace, by task id, when the run ends (and,
 left by a killed run, before the next one reads the trace). Ray is imported
 here only, when a run starts: it is the optional `ray` extra.
+
+The driver outlives its actors. A runner that dies takes no more tasks; the
+ledger keeps in full what its tasks held, its shard is merged at once, and
+each of its tasks without a task line there gets an `interrupted` one
+(--resume runs it again, its open reservations counted in full); the others
+run on. A dead ledger or limiter stops the run: tasks running end under
+their guards, no other starts, and the run ends saying how many did not.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
 from bamasc.runtime.batch import BatchBudget, BatchTotals
 from bamasc.runtime.execute import ExecOptions, Summary, close_providers, make_limiter, make_providers
-from bamasc.runtime.ray_actors import Ledger, Limits, Runner
-from bamasc.runtime.shards import merge_shards, shard_path, shards_of
-from bamasc.runtime.trace import TraceError, TraceWriter, read_ledgers
-from bamasc.runtime.workers import BatchOutcome, run_models, with_templates
+from bamasc.runtime.interpreter import TaskResult
+from bamasc.runtime.ray_actors import Ledger, Limits, Runner, SharedActorLost
+from bamasc.runtime.shards import DYING_PROCESS_S, merge_shards, shard_path, shards_of
+from bamasc.runtime.trace import TaskLedger, TraceError, TraceWriter, read_ledgers
+from bamasc.runtime.workers import BatchOutcome, run_models, task_line, with_templates
 
 QUEUED_PER_SLOT = 2  # tasks sent to a runner per task it runs at once: the next is there when one ends
+DEAD_SHARD_S = 5.0  # how long the driver waits for a dead runner's shard lock before leaving it to the run's end
 
 
 class RayUnavailable(ValueError):
@@ -71,9 +81,8 @@ def run_on_ray(plan, program, system_name: str | None, tasks, options: ExecOptio
     trace = TraceWriter(options.trace_path)  # held for the whole run: the lock keeps a second run off it
     started = False
     try:
-        leftover = shards_of(options.trace_path)
-        if leftover:  # a killed run's: what they hold was spent
-            merge_shards(trace, leftover)
+        # A killed run's shards: what they hold was spent, and is folded in before the trace is read.
+        merge_shards(trace, shards_of(options.trace_path), DYING_PROCESS_S)
         ledgers = read_ledgers(options.trace_path) if options.resume else {}
         done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
         earlier_total = sum(ledger.spent for ledger in ledgers.values())
@@ -103,86 +112,224 @@ def run_on_ray(plan, program, system_name: str | None, tasks, options: ExecOptio
         runner = ray.remote(Runner).options(num_cpus=0, max_concurrency=options.concurrency + 1,
                                             scheduling_strategy="SPREAD")
         plan_ref, program_ref, options_ref = _sendable(ray, (plan, program, options))
-        runners = [runner.remote(plan_ref, program_ref, system.name, options_ref, models,
-                                 shard_path(options.trace_path, k), ledger_actor, limits_actor, calls is not None)
-                   for k in range(actors)]
+        shards = [shard_path(options.trace_path, k) for k in range(actors)]
+        runners = [runner.remote(plan_ref, program_ref, system.name, options_ref, models, shard, ledger_actor,
+                                 limits_actor, calls is not None, k)
+                   for k, shard in enumerate(shards)]
+
+        def note(result) -> None:
+            totals.add(result)
+            if on_result is not None:
+                on_result(result)
+            if progress is not None:
+                progress(totals.ended, pending_count)
+
+        fleet = Fleet(ray, runners, shards, ledger_actor, trace, options.guard, system.deadline_s, note)
         finished = False
         try:
-            _get(ray, [each.start.remote() for each in runners])
+            fleet.start()
             source = with_templates((task for task in tasks if task.id not in done),
                                     options.selector if by_policy else None, None if by_policy else template_name)
-
-            def note(result) -> None:
-                totals.add(result)
-                if on_result is not None:
-                    on_result(result)
-                if progress is not None:
-                    progress(totals.tasks + totals.skipped_total, pending_count)
-
-            _dispatch(ray, runners, source, ledgers, options.concurrency * QUEUED_PER_SLOT, note)
+            fleet.dispatch(source, ledgers, options.concurrency * QUEUED_PER_SLOT)
             finished = True
         finally:
-            finals = _get(ray, [each.close.remote() for each in runners], quiet=not finished)
-            for by_role, by_model, kept in finals or ():
+            for by_role, by_model, kept in fleet.close():
                 _add_rows(summary.by_role, by_role)
                 _add_rows(summary.by_model, by_model)
                 if calls is not None and kept:
                     calls.extend(kept)
-            for each in runners:
-                ray.kill(each)
             try:
-                merge_shards(trace, shards_of(options.trace_path))
-            except TraceError:
-                if finished:
-                    raise
-                # A runner that failed may still hold its shard: the next run on the trace merges it.
-        if ledger_actor is not None:
-            total, spent, earlier, held, _, _ = _get(ray, ledger_actor.figures.remote())
-            ledger = BatchBudget(total, spent=spent)
-            ledger.earlier, ledger.held = earlier, held
-        return BatchOutcome(totals, summary, done_here, ledger)
+                merge_shards(trace, shards_of(options.trace_path), DYING_PROCESS_S)
+            except TraceError as problem:
+                if finished:  # else the run's own failure is the one to tell
+                    fleet.stop(str(problem))
+        stopped = fleet.stopped
+        not_started = pending_count - totals.ended
+        if not_started > 0:
+            stopped = f"{stopped or 'the run stopped'}: {not_started} tasks not started; --resume runs them"
+        if ledger is not None:
+            ledger = _final_ledger(ray, ledger_actor, ledger.total, earlier_total, fleet.spent)
+        return BatchOutcome(totals, summary, done_here, ledger, stopped=stopped)
     finally:
         trace.close()
         if started:
             ray.shutdown()
 
 
-def _dispatch(ray, runners: list, source, ledgers: dict, queued: int, note) -> None:
-    """Send each task to the runner with the fewest in flight, at most `queued` each; results go to `note`."""
-    load = [0] * len(runners)
-    in_flight: dict = {}
+class Fleet:
+    """The runners of a run as the driver sees them: which are alive, what each has in flight, and what
+    becomes of a task whose runner dies (interrupted) or that a dead ledger or limiter keeps from starting
+    (not started; the run stops sending tasks)."""
 
-    def collect(block: bool) -> None:
-        ready, _ = ray.wait(list(in_flight), num_returns=1 if block else len(in_flight), timeout=None if block else 0)
+    def __init__(self, ray, runners: list, shards: list, ledger, trace: TraceWriter, guard_kind: str,
+                 deadline_s: float | None, note) -> None:
+        self.ray, self.runners, self.shards, self.ledger, self.trace = ray, runners, shards, ledger, trace
+        self.guard_kind, self.deadline_s, self.note = guard_kind, deadline_s, note
+        self.alive = [True] * len(runners)
+        self.load = [0] * len(runners)
+        self.in_flight: dict = {}  # object ref -> (runner number, task, chosen template, its earlier ledger)
+        self.merged: dict[int, dict] = {}  # a dead runner's shard, merged at once: its lines by task id
+        self.stopped: str | None = None  # why no more tasks are sent
+        self.spent = 0.0  # what this run charged, over every task with an outcome (for a ledger that died)
+
+    def start(self) -> None:
+        try:
+            _get(self.ray, [each.start.remote() for each in self.runners])
+        except self.ray.exceptions.RayError as problem:
+            raise ValueError(f"a runner actor did not start: {type(problem).__name__}: {problem}") from None
+
+    def stop(self, why: str) -> None:
+        self.stopped = self.stopped or why
+
+    def dispatch(self, source, ledgers: dict, queued: int) -> None:
+        """Send each task to the live runner with the fewest in flight, at most `queued` each, until the
+        tasks run out or the run stops; then wait for those in flight."""
+        for task, chosen in source:
+            while self.stopped is None and self._least_loaded()[1] >= queued:
+                self._collect(block=True)
+            if self.stopped is not None:
+                break
+            k, _ = self._least_loaded()
+            earlier = ledgers.pop(task.id, None)
+            self.in_flight[self.runners[k].run.remote(task, chosen, earlier)] = (k, task, chosen, earlier)
+            self.load[k] += 1
+            self._collect(block=False)
+        while self.in_flight:
+            self._collect(block=True)
+
+    def _least_loaded(self) -> tuple[int, int]:
+        live = [(load, k) for k, load in enumerate(self.load) if self.alive[k]]
+        if not live:
+            self.stop("every runner actor died")
+            return -1, 0
+        load, k = min(live)
+        return k, load
+
+    def _collect(self, block: bool) -> None:
+        if not self.in_flight:
+            return
+        ready, _ = self.ray.wait(list(self.in_flight), num_returns=1 if block else len(self.in_flight),
+                                 timeout=None if block else 0)
         for ref in ready:
-            load[in_flight.pop(ref)] -= 1
-            note(_get(ray, ref))
+            k, task, chosen, earlier = self.in_flight.pop(ref)
+            self.load[k] -= 1
+            try:
+                result = self.ray.get(ref)
+            except self.ray.exceptions.RayTaskError as problem:
+                cause = getattr(problem, "cause", None)
+                if isinstance(cause, SharedActorLost):
+                    self.stop(str(cause))  # the task did not start: it has no outcome, and no line
+                    continue
+                why = f"its runner failed: {type(cause or problem).__name__}: {cause or problem}"
+                result = self._interrupted(k, task, chosen, earlier, why)
+            except self.ray.exceptions.RayError as problem:
+                self._gone(k)
+                why = f"runner {k} died with it in flight ({type(problem).__name__})"
+                result = self._interrupted(k, task, chosen, earlier, why)
+            self.spent += result.cost - (earlier.spent if earlier is not None else 0.0)
+            self.note(result)
 
-    for task, chosen in source:
-        while min(load) >= queued:
-            collect(block=True)
-        k = load.index(min(load))
-        in_flight[runners[k].run.remote(task, chosen, ledgers.pop(task.id, None))] = k
-        load[k] += 1
-        if in_flight:
-            collect(block=False)
-    while in_flight:
-        collect(block=True)
+    def _gone(self, k: int) -> None:
+        """Runner `k` died (or cannot be reached, and is stopped so that it stays so): no task goes to it,
+        the ledger keeps what its tasks hold, and its shard goes into the trace now, so that its tasks'
+        lines come before their outcome."""
+        if not self.alive[k]:
+            return
+        self.alive[k] = False
+        try:
+            self.ray.kill(self.runners[k])
+        except Exception:  # already gone
+            pass
+        if self.ledger is not None:
+            try:
+                self.ray.get(self.ledger.keep.remote(k))
+            except self.ray.exceptions.RayError:
+                pass  # the ledger died too: no task starts any more (SharedActorLost)
+        if self.shards[k] is not None and os.path.exists(self.shards[k]):
+            try:
+                self.merged[k] = merge_shards(self.trace, [self.shards[k]], DEAD_SHARD_S)
+            except TraceError:
+                pass  # still locked: the merge when the run ends takes it
+
+    def _interrupted(self, k: int, task, chosen, earlier, why: str) -> TaskResult:
+        """The outcome of a task whose runner gave none: the task line its shard holds, when the runner
+        wrote one before it died; else an `interrupted` line, its open reservations counted in full."""
+        ledger = TaskLedger()
+        if earlier is not None:
+            ledger.charged, ledger.open = earlier.charged, dict(earlier.open)
+        before = ledger.spent
+        last = None
+        for line in self.merged.get(k, {}).get(task.id, ()):
+            record = _record(line)
+            if record is not None:
+                ledger.add(record)
+                last = record if record["type"] == "task" else last
+        if last is not None:
+            return _from_line(last)
+        unknown = "" if k in self.merged else " (what it spent in this run is in its runner's shard)"
+        result = TaskResult(
+            task_id=task.id, template=chosen, answer=None, output=None, cost=ledger.spent, budget=None, bound=None,
+            overran=False, status="interrupted", calls=0, deadline_s=self.deadline_s,
+            error=f"interrupted: {why}; its open reservations count in full{unknown}; --resume runs it again",
+        )
+        self.trace.task(task_line(result, self.guard_kind, before))
+        return result
+
+    def close(self) -> list:
+        """Close every live runner (its shard and providers) and stop them all; the live ones' call totals."""
+        finals = []
+        for k, each in enumerate(self.runners):
+            if self.alive[k]:
+                try:
+                    finals.append(self.ray.get(each.close.remote()))
+                except self.ray.exceptions.RayError:
+                    self.alive[k] = False
+        for each in self.runners:
+            try:
+                self.ray.kill(each)
+            except Exception:  # already gone, or the cluster with it
+                pass
+        return finals
 
 
-def _get(ray, refs, quiet: bool = False):
-    """`ray.get`, with a task's own exception raised as itself rather than wrapped; `quiet`: None on failure."""
+def _final_ledger(ray, actor, total: float, earlier: float, spent_here: float) -> BatchBudget:
+    """The total's figures when the run ends: the ledger actor's; if it died, what the run's outcomes charged."""
+    try:
+        total, spent, earlier, held, _, _ = ray.get(actor.figures.remote())
+        ledger = BatchBudget(total, spent=spent)
+        ledger.earlier, ledger.held = earlier, held
+    except ray.exceptions.RayError:
+        ledger = BatchBudget(total, spent=earlier + spent_here)
+        ledger.earlier = earlier
+    return ledger
+
+
+def _record(line: str) -> dict | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and record.get("type") in ("reserve", "call", "task") else None
+
+
+def _from_line(line: dict) -> TaskResult:
+    """A task's outcome as its task line tells it (the runner wrote it, then died before it could answer)."""
+    return TaskResult(
+        task_id=line["task_id"], template=line.get("template"), answer=line.get("answer"), output=None,
+        cost=line.get("cost") or 0.0, budget=line.get("budget"), bound=line.get("bound"),
+        overran=bool(line.get("overran")), status=line.get("status") or "error", error=line.get("error"),
+        calls=line.get("calls") or 0, exhausted=line.get("exhausted"), elapsed_s=line.get("elapsed_s") or 0.0,
+        deadline_s=line.get("deadline_s"), latency_bound_s=line.get("latency_bound_s"),
+    )
+
+
+def _get(ray, refs):
+    """`ray.get`, with a task's own exception raised as itself rather than wrapped."""
     try:
         return ray.get(refs)
     except ray.exceptions.RayTaskError as problem:
-        if quiet:
-            return None
         cause = getattr(problem, "cause", None)
         raise (cause if isinstance(cause, Exception) else problem) from None
-    except ray.exceptions.RayError:
-        if quiet:
-            return None
-        raise
 
 
 def _sendable(ray, values: tuple) -> list:
