@@ -270,7 +270,7 @@ class RateLimiter:
         now = self._clock()
         state.refill(now)
         for bucket, window in ((state.requests, report.requests), (state.tokens, report.tokens)):
-            self._adapt(key, state, bucket, self._believed(key, bucket, window), now)
+            self._adapt(state, bucket, self._believed(key, bucket, window), now)
 
     def _believed(self, key: str, bucket: _Bucket, window: Window) -> Window:
         """`window` with its limit raised to the floor, warning when the server contradicts the floor or the declaration."""
@@ -301,7 +301,7 @@ class RateLimiter:
             self._warned.add((key, what))
             warnings.warn(message, RateLimitWarning, stacklevel=stacklevel)
 
-    def _adapt(self, key: str, state: _Key, bucket: _Bucket, window: Window, now: float) -> None:
+    def _adapt(self, state: _Key, bucket: _Bucket, window: Window, now: float) -> None:
         if window.limit is not None:
             unknown = bucket.limit is None
             bucket.reported = window.limit
