@@ -9,10 +9,11 @@ in a process of its own, with a trace (the ledger) and a total budget.
     kept-alive connection per thread, in --clients processes):
     requests/s, p50 and p99 latency as the client sees it.
 (b) The same tasks in-process: `plan.run` (what a script calls: a run of
-    `run_batch` per task, providers and trace opened for it) and
-    `session.run` (what the server calls per request) at the same
-    concurrency, so the server's overhead per request is the difference of
-    the p50s. At concurrency 1 the same comparison measures overhead with no
+    `run_batch` per task, providers made for it; no trace, which one run
+    holds locked) and
+    `session.run` (what the server calls per request, trace and total
+    included) at the same concurrency, so the server's overhead per request
+    is the difference of the p50s. At concurrency 1 the same comparison measures overhead with no
     queueing on the CPU.
 (c) Memory: the server's peak RSS (VmHWM) after 1,000 and after 20,000
     requests (sent by the minimal client, which is faster), a fresh server each.
@@ -217,8 +218,8 @@ async def in_process(plan, count: int, concurrency: int, latency: float, folder:
         async with plan.session(trace=trace, total_budget=float(TOTAL), concurrency=concurrency, provider=fake) as session:
             elapsed = await drive(lambda text, n: session.run(text))
     else:
-        # plan.run holds the trace for the run: each task gets its own, as separate scripts would.
-        elapsed = await drive(lambda text, n: plan.run(text, provider=fake, trace=f"{trace}.{n}", task_id=str(n)))
+        # plan.run locks its trace for its one task, so concurrent runs cannot share one: they run without.
+        elapsed = await drive(lambda text, n: plan.run(text, provider=fake, task_id=str(n)))
     return elapsed, latencies
 
 

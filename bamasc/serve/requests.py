@@ -60,8 +60,9 @@ async def read_body(request: Any, cap: int) -> bytes:
         return b"".join(chunks)
 
     try:
-        return await asyncio.wait_for(gather(), BODY_SECONDS)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(BODY_SECONDS):  # no task of its own, unlike wait_for
+            return await gather()
+    except TimeoutError:
         raise Problem(408, f"the body did not arrive within {BODY_SECONDS:g} s") from None
 
 
