@@ -62,12 +62,20 @@ def check_budgets(program: Program) -> list[Diagnostic]:
             continue
         for name, floor in over.items():
             index = system.topologies.index(name)
+            fitting = [amount for amount in system.budgets if amount >= floor]
+            notes = [Note("a binder that prices calls below their worst case (`compile --cost-model paper`, the reference's "
+                          "cost model) may still choose it")]
+            if fitting:
+                notes.append(Note(f"it fits the listed budget{'s' if len(fitting) > 1 else ''} "
+                                  f"{', '.join(f'{amount:g}' for amount in fitting)} µ$"))
             diagnostics.append(
                 warning(
                     "BAM405",
                     f"template '{name}' needs at least {rounded_up(floor)} µ$ per task, above the budget of "
-                    f"{system.budget:g} µ$ of system '{system.name}'; it will never be chosen",
+                    f"{system.budget:g} µ$ of system '{system.name}': no binding of it fits, so compile and exec "
+                    "never choose it at this budget",
                     system.item_spans["topologies"][index],
+                    *notes,
                     hint=f"raise the budget to {rounded_up(floor)} or drop '{name}' from this system",
                 )
             )
