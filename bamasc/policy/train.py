@@ -48,6 +48,9 @@ OBJECTIVES = ("weighted", "naive", "reference")
 # The BAMAS reference's training seed (configs/3_training_params*.yml): 42, and 123 for MBPP.
 REFERENCE_SEED = 42
 REFERENCE_SEEDS = {"mbpp": 123}
+# Its learning-rate schedule, PyTorch's StepLR: times 0.6 every 20 epochs (none within its 10 epochs).
+REFERENCE_DECAY_EPOCHS = 20
+REFERENCE_DECAY = 0.6
 
 
 @dataclass(frozen=True)
@@ -266,7 +269,8 @@ def train_step(state: train_state.TrainState, batch: dict, entropy_weight, objec
     return state.apply_gradients(grads=grads), {"loss": loss, "value": value, "entropy": entropy}
 
 
-def create_state(templates: int, config: TrainConfig, embedding_dim: int) -> train_state.TrainState:
+def create_state(templates: int, config: TrainConfig, embedding_dim: int, learning_rate=None) -> train_state.TrainState:
+    """A new train state; `learning_rate` (a number or an optax schedule) defaults to the config's."""
     module = TopologyPolicy(
         templates=templates, hidden=config.hidden, depth=config.depth, budget_features=config.budget_features,
         input_width=config.input_width, embedding_scale=config.embedding_scale, param_init=config.param_init,
@@ -277,7 +281,8 @@ def create_state(templates: int, config: TrainConfig, embedding_dim: int) -> tra
         jnp.zeros((1,), jnp.float32),
         jnp.ones((1, templates), bool),
     )["params"]
-    return train_state.TrainState.create(apply_fn=module.apply, params=params, tx=optax.adam(config.learning_rate))
+    rate = config.learning_rate if learning_rate is None else learning_rate
+    return train_state.TrainState.create(apply_fn=module.apply, params=params, tx=optax.adam(rate))
 
 
 def sample_batches(table: Table, embeddings: np.ndarray, scale: float, samples: np.ndarray) -> dict:
@@ -357,15 +362,28 @@ def reference_step(state: train_state.TrainState, batch: dict, key, entropy_weig
     return state.apply_gradients(grads=grads), metrics
 
 
+def reference_schedule(learning_rate: float, steps_per_epoch: int):
+    """The reference's step size at each Adam step: `learning_rate`, times REFERENCE_DECAY after every
+    REFERENCE_DECAY_EPOCHS epochs."""
+    period = steps_per_epoch * REFERENCE_DECAY_EPOCHS
+
+    def schedule(step):
+        return learning_rate * REFERENCE_DECAY ** (step // period)
+
+    return schedule
+
+
 def fit_reference(data: dict, templates: int, config: TrainConfig, progress=None) -> Fitted:
     """The reference's loop: raw rewards, every template unmasked, each epoch's rows in a new seeded
-    order in batches of `batch_size` (the last one smaller), and the epoch kept by the reference's
-    rule: the mean reward of the rows whose template the policy, sampled before each step, agreed
-    with (0 where none did), the first best of every epoch run, with the parameters after its step."""
-    state = create_state(templates, config, data["embedding"].shape[1])
-    device = jax.device_put({**data, "feasible": np.ones_like(data["feasible"])})
+    order in batches of `batch_size` (the last one smaller), its step-size schedule, and the epoch
+    kept by its rule: the mean reward of the rows whose template the policy, sampled before each
+    step, agreed with (0 where none did), the first best of every epoch run, with the parameters
+    after its step."""
     count = len(data["action"])
     size = min(config.batch_size, count)
+    schedule = reference_schedule(config.learning_rate, -(-count // size))
+    state = create_state(templates, config, data["embedding"].shape[1], schedule)
+    device = jax.device_put({**data, "feasible": np.ones_like(data["feasible"])})
     rng = np.random.default_rng(config.seed)
     key = jax.random.PRNGKey(config.seed)
     entropy_weight = jnp.float32(config.entropy)

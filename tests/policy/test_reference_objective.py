@@ -26,6 +26,7 @@ from bamasc.policy.train import (
     fit,
     loss_from_logits,
     reference_config,
+    reference_schedule,
     sample_batches,
     train_policy,
 )
@@ -49,6 +50,12 @@ def test_the_reference_settings_are_the_references():
     # Settings given on top win; a hidden width keeps the first layer at half of it.
     given = reference_config("mbpp", epochs=3, seed=7, hidden=32)
     assert (given.epochs, given.seed, given.hidden, given.input_width, given.learning_rate) == (3, 7, 32, 16, 0.003)
+
+
+def test_the_step_size_falls_to_0_6_of_itself_every_20_epochs_as_pytorch_steplr():
+    schedule = reference_schedule(0.003, steps_per_epoch=3)
+    assert_allclose([float(schedule(step)) for step in (0, 59, 60, 119, 120)],
+                    [0.003, 0.003, 0.0018, 0.0018, 0.00108], rtol=1e-6)
 
 
 def test_the_reference_network_has_its_shapes_and_pytorch_initialisation():
