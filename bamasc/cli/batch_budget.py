@@ -92,14 +92,26 @@ def _allocator(report: Report, args, system, options, levels, tasks: int):
 def summary(outcome) -> str:
     """What the total was, what was spent and left, and the per-task budgets the tasks ran at."""
     ledger, totals = outcome.ledger, outcome.totals
-    earlier = f" ({ledger.earlier:.1f} by earlier runs)" if ledger.earlier else ""
+    earlier = f" ({ledger.earlier:,.1f} by earlier runs)" if ledger.earlier else ""
+    # Reservations of tasks whose runner died in flight stay held until a --resume settles them from the trace.
+    held = f", held {ledger.held:,.1f} by interrupted tasks" if ledger.held > 1e-6 else ""
     mix = ", ".join(f"{budget:g} µ$ × {count}" for budget, count in sorted(totals.allocated.items(), reverse=True))
+    skipped = "".join(f"; {what}: {count}" for what, count in (("skipped for the total", totals.skipped_total),
+                                                                ("skipped for their budget", totals.skipped_budget))
+                      if count)
     lines = [
-        f"total budget: {ledger.total:g} µ$; spent {ledger.spent:.1f}{earlier}, left {ledger.remaining:.1f}",
-        f"per-task budgets: {mix or 'none'}" + (f"; skipped for the total: {totals.skipped_total}" if totals.skipped_total else ""),
+        f"total budget: {amount(ledger.total)}; spent {ledger.spent:,.1f}{earlier}{held}, left {ledger.remaining:,.1f}",
+        f"per-task budgets: {mix or 'none'}{skipped}",
     ]
     if outcome.allocator is not None:
         lines.append(outcome.allocator.explain())
     else:
         lines.append("each task at the system's budget, or the largest lower one whose worst case fitted what was left")
     return "\n".join(lines)
+
+
+def amount(micro_dollars: float) -> str:
+    """A sum as a reader writes it: dollars to the cent (more digits when it has them), then µ$ in full."""
+    dollars = f"{micro_dollars / 1e6:,.7f}".rstrip("0")
+    whole, cents = dollars.split(".")
+    return f"${whole}.{cents.ljust(2, '0')} ({micro_dollars:,.{0 if micro_dollars == int(micro_dollars) else 1}f} µ$)"

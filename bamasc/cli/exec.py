@@ -143,8 +143,11 @@ def run(args) -> int:
         bound = totals.worst_bound if totals.worst_bound is not None else template.worst_case_cost
         print(f"dry run (every call answered with its full output cap): worst spent {totals.worst_cost:.1f} µ$, "
               f"bound {bound:.1f} µ$")
-    if totals.overran or any(totals.statuses[status] for status in FAILED_STATUSES):
+    if outcome.stopped:
+        print(f"stopped early: {outcome.stopped}", file=sys.stderr)
+    if totals.overran or totals.interrupted or outcome.stopped or any(totals.statuses[s] for s in FAILED_STATUSES):
         report.failed()
+    report.left_undone(totals.skipped)
     if live is not None:
         live.finish(report, program, plan)
     return report.return_code

@@ -5,6 +5,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_ERRORS = 1  # errors in the input or the run: diagnostics, a refused plan, a failed task
 EXIT_USAGE = 2  # the command line itself: a missing file, an unknown flag, system or template
+EXIT_SKIPPED = 3  # no error, but tasks were left undone (skipped for a budget): a later --resume runs them
 
 
 class Report:
@@ -15,6 +16,7 @@ class Report:
         self.errors = 0
         self.warnings = 0
         self.usage_errors = 0
+        self.skipped = 0  # tasks a run left undone without an error
 
     def add(self, diagnostics) -> None:
         for diagnostic in diagnostics:
@@ -28,6 +30,10 @@ class Report:
         """One error that is no diagnostic: a refused plan, a provider error, a task that overran."""
         self.errors += 1
 
+    def left_undone(self, tasks: int) -> None:
+        """Tasks that did not run (no room in a budget), with nothing wrong: the run is not done."""
+        self.skipped += tasks
+
     def misused(self) -> None:
         """One problem with the command line."""
         self.usage_errors += 1
@@ -36,7 +42,9 @@ class Report:
     def return_code(self) -> int:
         if self.usage_errors:
             return EXIT_USAGE
-        return EXIT_ERRORS if self.errors else EXIT_OK
+        if self.errors:
+            return EXIT_ERRORS
+        return EXIT_SKIPPED if self.skipped else EXIT_OK
 
     def summary(self, files: int) -> str:
         def plural(n: int, word: str) -> str:
