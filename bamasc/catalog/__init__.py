@@ -29,7 +29,7 @@ from bamasc.catalog.snapshot import (  # noqa: F401 (the interface)
 from bamasc.prices import Pricing
 
 __all__ = ["PACKAGE", "MAX_SNAPSHOT_AGE_DAYS", "CatalogError", "close_matches", "declared_entry", "entry_refs",
-           "find", "from_package", "pricing", "reachable_prices", "search", "snapshot_date", "take_cache_problems",
+           "find", "from_package", "keep_cache_problem", "pricing", "reachable_prices", "search", "snapshot_date", "take_cache_problems",
            "today", "version"]
 
 # Lint warns (BAM410) when the snapshot a file's catalog() prices come from is older than this.
@@ -78,6 +78,11 @@ def from_package():
 def take_cache_problems() -> list[str]:
     """What was found wrong with the cache (each file ignored and rebuilt) since the last call."""
     return cache.take_problems()
+
+
+def keep_cache_problem(message: str) -> None:
+    """Keep a problem taken from take_cache_problems for the next call (a caller that shows no diagnostics)."""
+    cache.keep_problem(message)
 
 
 def _derived(ref: str) -> Pricing:

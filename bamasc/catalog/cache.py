@@ -34,6 +34,11 @@ def take_problems() -> list[str]:
     return found
 
 
+def keep_problem(message: str) -> None:
+    if message not in _PROBLEMS:
+        _PROBLEMS.append(message)
+
+
 def index() -> dict | None:
     """{snapshot: [date, estimated], providers: [[id, api_pattern, {model: row}]]} (rows: `to_row`),
     cached per installed data, bamasc release and day.

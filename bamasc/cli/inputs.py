@@ -63,6 +63,17 @@ def loaded_plan(report: Report, path: str):
     except REFUSALS as problem:
         output.failure(report, problem)
         return None
+    finally:
+        cache_problems()
+
+
+def cache_problems() -> None:
+    """Warn of each file of the price catalogue's cache found damaged (and rebuilt) while loading."""
+    import sys
+
+    catalog = sys.modules.get("bamasc.catalog")  # not loaded: nothing read its cache
+    for problem in catalog.take_cache_problems() if catalog is not None else ():
+        output.warning(problem)
 
 
 def written_plan_checks(report: Report, path: str, plan, program) -> bool:

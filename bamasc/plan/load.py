@@ -125,6 +125,7 @@ def _recompile(settings: Settings, plan_dir: str, path: str):
     except (CompileError, ValueError) as problem:
         # The sources are the ones it was compiled from, so the settings are what fails.
         raise PlanVerificationError(f"{path}: compiled_with does not compile its sources: {problem}") from None
+    _keep_cache_problems(compiled.diagnostics)
     if compiled.program is None:
         raise StalePlanError(f"{path}: its source {settings.root} no longer compiles; fix it and recompile")
     if compiled.plan is None:
@@ -170,7 +171,6 @@ def _check_catalog(data: dict, settings: Settings, plan_dir: str, path: str, com
     # Against the snapshot's own prices, as the compile bound: a cache that says otherwise is rebuilt.
     with catalog.from_package():
         program = _program(settings.root, plan_dir)
-    catalog.take_cache_problems()  # (reported where the cache is read for a user: lint, compile, prices)
     details = _price_changes(prices, program) if program is not None else []
     if details:
         raise StalePlanError(
@@ -210,7 +210,18 @@ def _program(root: str, plan_dir: str):
     if has_errors(loaded.diagnostics) or not loaded.modules:
         return None
     program, diagnostics = check_loaded(loaded)
+    _keep_cache_problems(diagnostics)
     return None if has_errors(diagnostics) else program
+
+
+def _keep_cache_problems(diagnostics) -> None:
+    """A damaged catalogue cache (BAM411) is for the caller of load_plan to tell, which shows no
+    diagnostics: each is handed back to the catalogue (`catalog.take_cache_problems`)."""
+    from bamasc import catalog
+
+    for diagnostic in diagnostics:
+        if diagnostic.code == "BAM411":
+            catalog.keep_cache_problem(diagnostic.message)
 
 
 def _price_changes(prices, program) -> list[str]:

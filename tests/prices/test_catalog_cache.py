@@ -176,3 +176,17 @@ def test_the_prices_command_shows_the_snapshot_and_warns(cache, capsys):
     captured = capsys.readouterr()
     assert "input        2" in captured.out
     assert "differs from the genai-prices snapshot" in captured.err
+
+
+def test_exec_checks_its_plan_against_the_snapshot_and_warns_of_the_cache(cache, write_bam, tmp_path, capsys):
+    from bamasc.cli import main
+    from bamasc.plan.schema import plan_data
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(plan_data(compiled(write_bam, tmp_path).plan)))
+    catalog_cache._LOADED.clear()
+    edit(cache, cheaper)
+    # The cache's cheaper row would make the plan look stale; the snapshot's prices say it is not.
+    assert main(["exec", str(plan), "--fake", "echo", "--task", "2+3"]) == 0
+    err = capsys.readouterr().err
+    assert "stale" not in err and f"{cache}: its content does not match its checksum" in err
