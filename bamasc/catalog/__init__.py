@@ -7,10 +7,11 @@ its check. Only an alias or an unknown entry makes lint load the package.
 
 The cache is a copy, never an authority (docs/language.md, "The catalogue
 cache"): a file of it that is damaged, edited or unreadable is rebuilt and
-reported (`take_cache_problems`, lint's BAM411). Within `from_package()` (a
-compile, exec's staleness check, `bamasc prices`) no rate is read from the
-cache at all: each entry is derived from the package, and a cached row that
-differs is reported and rewritten.
+reported (`take_cache_problems`, lint's BAM411). Within `from_package()`
+(`plan.compile.check_file`, which every command that binds, runs or serves a
+program checks it with, exec's staleness check, `bamasc prices`) no rate is
+read from the cache at all: each entry is derived from the package, and a
+cached row that differs is reported and rewritten.
 """
 
 from __future__ import annotations

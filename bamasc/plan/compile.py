@@ -29,12 +29,19 @@ class Compiled:
 
 def check_file(path: str, budgets: bool = True):
     """Load and check `path`: (program or None, diagnostics, sources). `budgets` off skips
-    the static check of the declared budgets (a compile under another budget binds exactly)."""
+    the static check of the declared budgets (a compile under another budget binds exactly).
+
+    Every command that runs, binds or serves a program checks it here, so its catalog() prices
+    are the snapshot's own, whatever the cache of them holds (lint reads the cache).
+    """
+    from bamasc import catalog
+
     loaded = load(path)
     diagnostics = list(loaded.diagnostics)
     program = None
     if loaded.modules:
-        program, found = check_loaded(loaded, budgets)
+        with catalog.from_package():
+            program, found = check_loaded(loaded, budgets)
         diagnostics.extend(found)
     sources = Sources()
     for source in loaded.sources.values():
@@ -54,14 +61,10 @@ def compile_file(
     from bamasc.optimize.errors import SolverError
     from bamasc.plan.build import build_plan
 
-    from bamasc import catalog
-
     result = Compiled()
     # Under --budget the declared budget is not the one in force: the binder's BAM501 and
     # BAM502 judge the budget given, so the static check of the declared one would mislead.
-    # A plan binds with the snapshot's own prices, whatever the cache of them holds.
-    with catalog.from_package():
-        program, result.diagnostics, result.sources = check_file(path, budgets=budget is None)
+    program, result.diagnostics, result.sources = check_file(path, budgets=budget is None)
     if program is None:
         return result
     result.program = program
