@@ -27,7 +27,7 @@ def rows_problem(cached: dict) -> str | None:
 
 
 def row_problem(row) -> str | None:
-    """Why `row` is not one `_row` writes ("field 'input' is -5, not ..."), or None."""
+    """Why `row` is not one `to_row` writes ("field 'input' is -5, not ..."), or None."""
     if isinstance(row, list) and row[:1] == ["error"]:
         if len(row) == 3 and isinstance(row[1], str) and isinstance(row[2], bool):
             return None
