@@ -349,6 +349,8 @@ def _flow(node) -> str:
         return f"{slot.value}({', '.join(arg.value for arg in args)})"
     if kind == "ref":
         return children[0].value
+    if kind == "reference":
+        return f"reference {_flow(children[0])}"
     if kind in ("chain", "parallel"):
         return f"{kind} {_flow(children[0])}"
     if kind == "vote":

@@ -14,7 +14,8 @@ PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\??")
 
 # What the combinators hand to a call besides its named inputs (docs/language.md, "Prompts").
-BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "step", "transcript", "seats", "steps")
+BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "step", "transcript", "seats", "steps",
+                        "earlier", "part")
 
 
 def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
@@ -111,7 +112,15 @@ def call_sites(expr, optional: frozenset[str] = frozenset()) -> list[CallSite]:
         return CallSite(slot, call, span, args | set(always), args | set(always) | set(sometimes))
 
     if isinstance(expr, ast.Chain):
-        return [site(call.slot, call.span, sometimes=("previous",))]
+        # A reference chain's second call reads the first's output, later ones every earlier one.
+        return [site(call.slot, call.span, sometimes=("previous", "earlier") if expr.reference else ("previous",))]
+    if isinstance(expr, ast.Parallel) and expr.reference:
+        return [site(call.slot, call.span, sometimes=("part",))]  # one call, below two instances, has no part
+    if isinstance(expr, ast.Refine) and expr.reference:  # the reference's second draft reads only the verdict
+        return [
+            site(call.slot, call.span, sometimes=("feedback",)),
+            site(expr.critic.name, expr.critic.span, always=("solution",)),
+        ]
     if isinstance(expr, ast.Refine):
         return [
             site(call.slot, call.span, sometimes=("solution", "feedback")),

@@ -6,6 +6,7 @@ from bamasc.check.attributes import LIMITS_HINT, Attributes, out_of_range, shown
 from bamasc.check.latency import read_deadline
 from bamasc.program import (
     ANSWER_KINDS,
+    BUDGET_CHECKS,
     DEFAULT_MIN_AGENTS,
     DEFAULT_REWARD,
     DEFAULT_TASK_TOKENS,
@@ -22,7 +23,7 @@ from bamasc.syntax import ast
 
 SYSTEM_ATTRIBUTES = (
     "models", "topologies", "budget", "budgets", "task_tokens",
-    "min_agents", "answer", "select", "on_exhausted", "reward", "deadline",
+    "min_agents", "answer", "select", "on_exhausted", "reward", "deadline", "budget_check",
 )
 REWARD_ATTRIBUTES = ("success", "failure", "overflow", "efficiency", "infeasible", "task_weight", "budget_weight")
 REWARD_WEIGHTS = ("task_weight", "budget_weight")
@@ -69,6 +70,7 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
         },
         reward=_reward(attrs, decl.name, diagnostics),
         deadline=read_deadline(attrs, diagnostics),
+        budget_check=attrs.choice("budget_check", BUDGET_CHECKS, "before"),
     )
 
 

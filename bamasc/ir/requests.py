@@ -60,6 +60,14 @@ class Seats:
 
 
 @record
+class Note:
+    """Text the walker itself writes into a prompt: which part of the task a reference star's call
+    solves (`{{part}}`, ir/reference.py). Its bytes count in the call's bound like the seat list's."""
+
+    text: str
+
+
+@record
 class CallRequest:
     """One call the flow makes: its seat, what its prompt reads, and when it runs.
 
@@ -72,10 +80,13 @@ class CallRequest:
     slot: str
     instance: int
     role: str
-    inputs: tuple[tuple[str, FlowValue | Card | Seats], ...]
+    inputs: tuple[tuple[str, FlowValue | Card | Seats | Note], ...]
     condition: str | None  # why it might not run; None when it always runs
     combinator: str
     alternative: tuple[tuple[str, str], ...] = ()  # the (decision, branch) pairs it runs under (ir/alternatives.py)
+    # False for the calls of a `reference plan ... dynamic`: the reference's planner-driven engine
+    # never stops them for the budget. Only the after-the-fact check (the posthoc guard) reads it.
+    budget_checked: bool = True
 
     @property
     def reads_task(self) -> bool:
@@ -111,6 +122,8 @@ class Decision:
       (`of`, its name).
     - "seat", "reads": which of the slots `among` does step `limit` of the dynamic plan `of`,
       and which earlier steps (a tuple of indices) it reads (ir/dynamic.py).
+    - "task": does the task text pass the test `marker` (ir/reference.py)? True / False.
+    - "reference vote": which of the outputs `among` wins the reference's vote? A call id.
 
     The answer `EVERY` stands for all answers at once (the unroller's).
     """

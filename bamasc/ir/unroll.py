@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from bamasc.ir.tokens import list_tokens
 from bamasc.ir.alternatives import Choice, Path
 from bamasc.ir.dynamic import same_plan
+from bamasc.ir.requests import Note
 from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, seat_decision, walk
 from bamasc.program import Topology
 from bamasc.records import record, replace
@@ -192,8 +193,9 @@ def unroll(topology: Topology, counts: dict[str, int]) -> Unrolled:
 def _node(call: CallRequest, step: int, paths: Mapping[str, Path]) -> CallNode:
     # The numbering of the lists it shows; that of a value that is one of several is in its options.
     framing = sum(_numbering(value) for _, value in call.inputs if isinstance(value, FlowValue) and not value.options)
-    # The list of seats a dynamic plan's planner sees is text of known length (a byte is at least a token).
-    framing += sum(len(value.text.encode("utf-8")) for _, value in call.inputs if isinstance(value, Seats))
+    # The list of seats a dynamic plan's planner sees, and a reference star's part, are text of known
+    # length (a byte is at least a token).
+    framing += sum(len(value.text.encode("utf-8")) for _, value in call.inputs if isinstance(value, (Seats, Note)))
     shown = Counter(node for _, value in call.inputs if isinstance(value, FlowValue) for node in value.nodes)
     again = tuple(node for node, times in shown.items() for _ in range(times - 1))
     cards = tuple(value.plan for _, value in call.inputs if isinstance(value, Card))

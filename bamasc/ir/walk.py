@@ -20,7 +20,8 @@ strongest first; `chain` calls them weakest first; `parallel` calls all;
 with executor min(k + 1, count - 1); `plan` runs step i on executor i mod count,
 and each critic may reject once, forcing one re-plan on planner r mod count;
 a dynamic plan runs step i on instance i mod count of the slot its card names
-(ir/dynamic.py);
+(ir/dynamic.py); a `reference` combinator calls as the BAMAS reference's engine
+does (ir/reference.py);
 `converse` gives every instance of each speaker a turn per round, speakers in
 the order written and each slot's instances in order, every turn reading the
 transcript so far.
@@ -34,6 +35,7 @@ the interpreter, with nothing else to change.
 from __future__ import annotations
 
 from bamasc.ir.dynamic import walk_dynamic
+from bamasc.ir import reference
 from bamasc.ir.requests import (  # the records, used from here by every driver of the walk
     EVERY, TASK, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, Walk, call_id, one, seat_decision,
 )
@@ -123,6 +125,8 @@ class _Walker:
         return one(made.id)
 
     def _chain(self, node: ast.Chain) -> Walk:
+        if node.reference:
+            return (yield from reference.reference_chain(self, node))
         base = self.args(node.call)
         previous: tuple = ()
         value = FlowValue()
@@ -134,6 +138,8 @@ class _Walker:
         return value
 
     def _parallel(self, node: ast.Parallel) -> Walk:
+        if node.reference:
+            return (yield from reference.reference_parallel(self, node))
         base = self.args(node.call)
         calls = tuple(
             self.call(node.call.slot, k, f"parallel{k}", base, None, "parallel") for k in range(self.count(node.call.slot))
@@ -142,6 +148,8 @@ class _Walker:
         return FlowValue(nodes=tuple(c.id for c in calls), many=True)
 
     def _vote(self, node: ast.Vote) -> Walk:
+        if node.reference:
+            return (yield from reference.reference_vote(self, node))
         drafts = self.values.get(node.drafts.name, FlowValue())
         nodes = drafts.nodes
         if drafts.many and nodes:
@@ -150,6 +158,8 @@ class _Walker:
         return FlowValue(task=drafts.task, nodes=nodes, one_of=True)
 
     def _refine(self, node: ast.Refine) -> Walk:
+        if node.reference:
+            return (yield from reference.reference_refine(self, node))
         slot, critic = node.call.slot, node.critic.name
         writers = self.count(slot)
         if not writers:
@@ -248,6 +258,12 @@ class _Walker:
                 # its largest unroll (it is a padded statement).
                 checked = checked or approver == call.slot or marker is not None
         return FlowValue(nodes=turns, many=True)
+    # `reference` forms (ast.ReferenceChain, ...) are subclasses; the methods above read `node.reference`.
+    _referencechain, _referenceparallel, _referencevote, _referencerefine = _chain, _parallel, _vote, _refine
+
+    def _referencedynamic(self, node: ast.Dynamic) -> Walk:
+        return reference.reference_dynamic(self, node)
+
     def _dynamic(self, node: ast.Dynamic) -> Walk:
         return walk_dynamic(self, node)
 

@@ -23,8 +23,9 @@ A resumed task starts from what the trace holds for it (`spent`): a crash
 never resets its ledger.
 
 `PosthocGuard` is the BAMAS paper's monitor (stop once spent >= budget,
-checked only after spending). It is kept only as the baseline of the overrun
-benchmark.
+checked only after spending): the baseline of the overrun benchmark, and the
+check of a system that says `budget_check = after` (the reference-mode rows
+of the paper kit, docs/paper.md). It is never the default.
 """
 
 from __future__ import annotations
@@ -136,15 +137,22 @@ class BudgetGuard:
         return self.charged > self.budget * (1 + 1e-9)
 
 
+def guard_class(option: str = "reserve", budget_check: str = "before"):
+    """The guard of a run's tasks: the after-the-fact check when the run asks for it (`exec --guard
+    posthoc`) or the system declares it (`budget_check = after`); else the reserve-before-call guard."""
+    return PosthocGuard if option == "posthoc" or budget_check == "after" else BudgetGuard
+
+
 class PosthocGuard(BudgetGuard):
     """The paper's check, for the overrun benchmark only: spend first, compare afterwards."""
 
     kind = "posthoc"
 
-    def reserve(self, model, prompt_tokens: int, max_tokens: int) -> Reservation | None:
+    def reserve(self, model, prompt_tokens: int, max_tokens: int, checked: bool = True) -> Reservation | None:
         # Only what was already spent is compared with the budget; the call
-        # about to be made is neither bounded nor clamped.
-        if self.charged >= self.budget:
+        # about to be made is neither bounded nor clamped. A call that is not
+        # `checked` (the reference's planner-driven calls) is never stopped.
+        if checked and self.charged >= self.budget:
             return None
         pricing = model.prices()
         amount = sum(pricing.worst_cost(prompt_tokens, max_tokens))

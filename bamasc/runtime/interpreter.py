@@ -24,6 +24,7 @@ import time
 
 from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
+from bamasc.ir.requests import Note
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, Seats, walk
 from bamasc.prices import Usage
 from bamasc.records import record
@@ -31,6 +32,7 @@ from bamasc.runtime.extract import MalformedPlan, approved, card_choice, chosen_
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.limiter import Pace, TurnTooLate
+from bamasc.runtime import reference_mode
 from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
 from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
@@ -209,8 +211,8 @@ class TaskRun:
         """The text of each input the walker gave the call (a later one of the same name wins)."""
         return {name: self.text_of(value) for name, value in call.inputs}
 
-    def text_of(self, value: FlowValue | Card | Seats) -> str:
-        if isinstance(value, (Card, Seats)):
+    def text_of(self, value: FlowValue | Card | Seats | Note) -> str:
+        if isinstance(value, (Card, Seats, Note)):
             return self.cards[value.plan][value.index] if isinstance(value, Card) else value.text
         if value.task:
             return self.task
@@ -242,7 +244,7 @@ class TaskRun:
             timeout = self.clock.timeout_for(model.latency, cap)
             if timeout is None:
                 raise self._too_late(node, model, prompt_tokens, cap, attempt)
-            reservation = self.guard.reserve(model, prompt_tokens, cap)
+            reservation = self.guard.reserve(model, prompt_tokens, cap, **reference_mode.reserve_options(self.guard, request))
             if reservation is None:
                 self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False)
                 raise BudgetExhausted(node_id)
@@ -376,6 +378,10 @@ class TaskRun:
                 reply = await self.call(request)
 
     def decide(self, decision: Decision):
+        if decision.kind in ("task", "reference vote"):
+            if (answer := reference_mode.decide(self, decision)) is None:
+                raise BudgetExhausted(decision.kind)
+            return answer
         if decision.kind == "approved":
             return approved(self.outputs[decision.of].text)
         if decision.kind == "mentions":

@@ -21,7 +21,7 @@ from bamasc.runtime import execute
 from bamasc.runtime.execute import (
     ExecOptions, Recorder, Summary, Task, broken, close_providers, fewer_collections, settle_interrupted,
 )
-from bamasc.runtime.guard import BudgetGuard, PosthocGuard
+from bamasc.runtime.guard import guard_class
 from bamasc.runtime.interpreter import DeadlineReached, TaskResult, TaskRun
 from bamasc.runtime.shards import DYING_PROCESS_S, merge_shards, shards_of
 from bamasc.runtime.trace import read_ledgers
@@ -53,7 +53,8 @@ class Batch:
         self.trace = trace
         self.ledgers = ledgers  # unfinished tasks' ledgers from earlier runs, by task id (each used once)
         self.ledger = ledger
-        self.guard_class = PosthocGuard if options.guard == "posthoc" else BudgetGuard
+        declared = program.systems.get(system.name) if hasattr(program, "systems") else None
+        self.guard_class = guard_class(options.guard, getattr(declared, "budget_check", "before"))
         # Every per-task budget a task may run at, largest first: (budget, system plan, selector or None).
         levels = {system.budget: (system, options.selector)}
         for budget, plan, selector in options.budget_plans:

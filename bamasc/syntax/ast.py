@@ -197,18 +197,21 @@ class Ref:
 class Chain:
     call: SlotCall
     span: Span
+    reference = False  # a class attribute, not a field: True on the `reference` forms below
 
 
 @record
 class Parallel:
     call: SlotCall
     span: Span
+    reference = False  # a class attribute, not a field: True on the `reference` forms below
 
 
 @record
 class Vote:
     drafts: Ident
     span: Span
+    reference = False  # a class attribute, not a field: True on the `reference` forms below
 
 
 @record
@@ -218,6 +221,7 @@ class Refine:
     call: SlotCall
     critic: Ident
     span: Span
+    reference = False
 
 
 @record
@@ -242,6 +246,7 @@ class Dynamic:
     max_steps: Number | None
     formatter: Ident | None
     span: Span
+    reference = False
 
 
 @record
@@ -333,3 +338,52 @@ class Module:
     path: str
     imports: tuple[Import, ...]
     declarations: tuple[Declaration, ...]
+
+
+# ---- `reference` combinators: the same fields, run as the BAMAS reference's engine runs them
+# (ir/reference.py). Subclasses, so every pass that reads a chain reads a reference chain the same.
+
+
+class ReferenceChain(Chain):
+    """`reference chain executor(task)`: the reference's linear template."""
+
+    __slots__ = ()
+    reference = True
+
+
+class ReferenceParallel(Parallel):
+    """`reference parallel executor(task)`: the reference's star, one part per call."""
+
+    __slots__ = ()
+    reference = True
+
+
+class ReferenceVote(Vote):
+    """`reference vote(parts)`: the reference's aggregation."""
+
+    __slots__ = ()
+    reference = True
+
+
+class ReferenceRefine(Refine):
+    """`reference refine executor(task) with critic until approved`: the reference's feedback loop."""
+
+    __slots__ = ()
+    reference = True
+
+
+class ReferenceDynamic(Dynamic):
+    """`reference plan planner(task) using executor max_steps n dynamic`: the reference's planner."""
+
+    __slots__ = ()
+    reference = True
+
+
+REFERENCE_FORMS = {Chain: ReferenceChain, Parallel: ReferenceParallel, Vote: ReferenceVote, Refine: ReferenceRefine,
+                   Dynamic: ReferenceDynamic}
+
+
+def as_reference(node, span: Span):
+    """`node`, a combinator the grammar allows after `reference`, as its reference form spanning `span`."""
+    fields = {name: getattr(node, name) for name in type(node).__record_fields__}
+    return REFERENCE_FORMS[type(node)](**{**fields, "span": span})

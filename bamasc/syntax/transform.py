@@ -216,6 +216,10 @@ class Transformer:
             self.span(node),
         )
 
+    def reference(self, node, children):
+        # `reference chain ...` is the inner combinator, run as the reference's engine runs it.
+        return ast.as_reference(self.visit(children[0]), self.span(node))
+
     def converse(self, node, children):
         calls = [self.visit(c) for c in children if c.data == "slot_call"]
         clauses = {c.data: c.children[0] for c in children if c.data != "slot_call"}
