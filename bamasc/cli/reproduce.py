@@ -259,6 +259,9 @@ def _run(report: Report, args, reproduction) -> int:
     plot_reproduction(data, plots)
     print(markdown(data), end="")
     print(f"table written to {', '.join(written)}; plot to {', '.join(plots)}")
-    if any(row["overruns"] for row in data["rows"]):
+    # An overrun breaks the guard's promise, except on a row checked after each call
+    # (`budget_check = after`, the reference mode), which overruns as the reference does.
+    after = {name for name, system in reproduction.program.systems.items() if system.budget_check == "after"}
+    if any(row["overruns"] and row["system"] not in after for row in data["rows"]):
         report.failed()
     return report.return_code

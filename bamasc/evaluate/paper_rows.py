@@ -5,6 +5,10 @@ from __future__ import annotations
 from bamasc.records import record
 
 
+# Systems that run the reference's templates as its engine does (examples/paper/reference_mode.bam).
+REFERENCE_MODE = "_reference_mode"
+
+
 class ReproduceError(ValueError):
     """A request reproduce cannot act on: unknown systems, no budgets, an output folder of another run."""
 
@@ -64,14 +68,16 @@ class Setup:
 def choose(program, path: str, kind: str | None = None, budgets=None, systems=None, learned=None, greedy=None,
            paper_cost=None, **training) -> Setup:
     """The Setup for `program`, each choice left None taking its default (docs/paper.md):
-    every system; a policy for each with more than one template; a greedy row for `*_bamasc`;
-    the paper cost model for `*_reference`; the budgets the systems declare."""
+    every system but the `*_reference_mode` ones (rows on request: they overrun their budgets as the
+    reference does); a policy for each with more than one template; a greedy row for `*_bamasc`;
+    the paper cost model for `*_reference` and `*_reference_mode`; the budgets the systems declare."""
     from bamasc.evaluate.scorers import answer_kind_dataset
 
     declared = list(program.systems)
     if not declared:
         raise ReproduceError(f"{path} declares no system")
-    chosen = tuple(_known(program, systems, "--systems") if systems is not None else declared)
+    chosen = tuple(_known(program, systems, "--systems") if systems is not None
+                   else [name for name in declared if not name.endswith(REFERENCE_MODE)])
 
     def subset(names, option: str, default) -> tuple[str, ...]:
         if names is None:
@@ -93,7 +99,7 @@ def choose(program, path: str, kind: str | None = None, budgets=None, systems=No
         if len(program.systems[name].topologies) < 2:
             raise ReproduceError(f"--learn: system '{name}' has one template, so a policy has nothing to choose")
     greedy = subset(greedy, "--greedy", lambda system: system.name.endswith("_bamasc"))
-    paper_cost = subset(paper_cost, "--paper-cost", lambda system: system.name.endswith("_reference"))
+    paper_cost = subset(paper_cost, "--paper-cost", lambda system: system.name.endswith(("_reference", REFERENCE_MODE)))
     if kind is None:
         kinds = {answer_kind_dataset(program.systems[name].answer) for name in chosen}
         if None in kinds or len(kinds) != 1:

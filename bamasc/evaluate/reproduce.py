@@ -175,7 +175,9 @@ class Reproduction:
         feasible = [t for t in plan.templates if t.feasible]
         if not every:
             feasible = [t for t in feasible if t.name == plan.selection["selected"]]
-        return [min(t.worst_case_cost, cell.budget) for t in feasible]
+        # A system checked after each call (budget_check = after) may pass its budget, never its bound.
+        after = self.program.systems[cell.system].budget_check == "after"
+        return [t.worst_case_cost if after else min(t.worst_case_cost, cell.budget) for t in feasible]
 
     def estimate(self) -> Estimate:
         """An upper bound on what the collect and bench runs still to do may cost: each run at its plan's

@@ -269,7 +269,7 @@ async def collect(
     interrupted collect resumes where it stopped.
     """
     from bamasc.runtime.execute import ExecOptions, make_providers
-    from bamasc.runtime.guard import BudgetGuard
+    from bamasc.runtime.guard import guard_class
     from bamasc.runtime.interpreter import TaskRun
     from bamasc.runtime.retry import RetryPolicy
     from bamasc.runtime.trace import TraceWriter
@@ -325,7 +325,7 @@ async def collect(
         if ledger is not None and not await _room(ledger, system.budget):
             counts["over_total"] += 1
         else:
-            guard = BudgetGuard(system.budget)
+            guard = guard_class("reserve", program.systems[system.name].budget_check)(system.budget)
             try:
                 run = TaskRun(program, system, system.template(name), providers, guard,
                               task.id, task.text, trace, retry, options.seed)
