@@ -180,7 +180,7 @@ class Session:
         """The task line of a task a crash cut short (its fields as `exec` writes them; docs/trace.md)."""
         return {
             "task_id": task_id, "answer": None, "cost": round(spent, 6), "budget": None, "bound": None,
-            "template": None, "overran": False, "status": "error", "error": INTERRUPTED, "calls": 0,
+            "template": None, "overran": False, "status": "interrupted", "error": INTERRUPTED, "calls": 0,
             "guard": "reserve", "earlier_runs": round(spent, 6), "exhausted": None, "elapsed_s": 0.0,
             "deadline_s": self._system.deadline_s, "latency_bound_s": None,
         }

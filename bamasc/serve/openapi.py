@@ -21,7 +21,8 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
         "required": ["task_id", "answer", "cost", "bound", "status", "template"],
         "properties": {
             "task_id": {"type": "string"}, "answer": nullable_string, "cost": number, "bound": nullable_number,
-            "status": {"type": "string", "enum": ["ok", "exhausted", "failed", "error", "overbilled", "skipped_total"]},
+            "status": {"type": "string", "enum": ["ok", "exhausted", "failed", "error", "overbilled", "skipped_total",
+                                                 "skipped_budget", "interrupted"]},
             "template": nullable_string, "budget": nullable_number, "error": nullable_string,
         },
     }

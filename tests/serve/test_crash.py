@@ -90,7 +90,7 @@ def test_kill_9_and_restart_keep_the_total_and_every_answer(tmp_path):
     assert not left_open, "the restart settled every reservation the kill left open, in full"
     assert sum(charged.values()) <= TOTAL + 1e-6
     assert all(spent <= PER_TASK + 1e-6 for spent in charged.values())
-    interrupted = [t for t in tasks.values() if (t.get("error") or "").startswith("interrupted")]
+    interrupted = [t for t in tasks.values() if t["status"] == "interrupted"]
     assert interrupted and all(charged.get(t["task_id"], 0) == pytest.approx(t["cost"]) for t in interrupted)
     for answer in before + after:
         line = tasks.get(answer["task_id"])
