@@ -38,6 +38,9 @@ def add_parser(commands) -> None:
                        help="largest request body read (default 32 MiB); a larger one gets 413")
     proxy.add_argument("--timeout", type=cli_args.seconds, default=600.0, metavar="S",
                        help="seconds an upstream call may take (default 600); then its reservation is kept")
+    proxy.add_argument("--graceful-timeout", type=cli_args.seconds, default=30.0, metavar="S",
+                       help="on SIGTERM or Ctrl-C, seconds calls in flight may take to finish (default 30); "
+                            "a call cut then keeps its reservation")
     proxy.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning")
     proxy.set_defaults(run=run)
 
@@ -66,9 +69,9 @@ def run(args) -> int:
     import asyncio
 
     from bamasc.proxy.app import build_app
-    from bamasc.serve.main import Listen, bind, say
+    from bamasc.serve.main import Listen, bind
 
-    listen = Listen(args.host, args.port, args.log_level)
+    listen = Listen(args.host, args.port, args.log_level, args.graceful_timeout)
     try:
         sock = bind(listen)
     except OSError as problem:
@@ -78,7 +81,7 @@ def run(args) -> int:
         ledger, trace = _ledger(report, args)
         if ledger is None:
             return report.return_code
-        asyncio.run(_serve(build_app(settings, ledger), ledger, listen, sock, say))
+        asyncio.run(_serve(build_app(settings, ledger), ledger, listen, sock))
     except KeyboardInterrupt:
         pass
     finally:
@@ -104,26 +107,21 @@ def _ledger(report: Report, args):
     return LocalLedger(args.total_budget, trace, earlier), trace
 
 
-async def _serve(app, ledger, listen, sock, say) -> None:
-    import asyncio
-
-    import uvicorn
+async def _serve(app, ledger, listen, sock) -> None:
+    from bamasc.serve.main import run_app, say
 
     if hasattr(ledger, "open"):
         await ledger.open()
     totals = await ledger.totals()
     if ledger.total is not None:
-        say(f"total budget {ledger.total:g} µ$: {totals['charged'] + totals['held']:.1f} spent, {totals['left']:.1f} left")
-    config = uvicorn.Config(app, access_log=False, log_level=listen.log_level, server_header=False,
-                            timeout_graceful_shutdown=listen.graceful_s)
-    server = uvicorn.Server(config)
-    runner = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started and not runner.done():
-        await asyncio.sleep(0.02)
-    if server.started:
-        host, port = sock.getsockname()[:2]
-        say(f"proxying on http://{host}:{port} (OpenAI: /v1/chat/completions, Anthropic: /v1/messages)")
-    await runner
+        say(f"total budget {ledger.total:g} µ$: {totals['charged'] + totals['held']:.1f} spent, "
+            f"{totals['left']:.1f} left", "proxy")
+    try:
+        await run_app(app, listen, sock, lambda url: say(f"proxying on {url} (OpenAI: /v1/chat/completions, "
+                                                         "Anthropic: /v1/messages)", "proxy"), lifespan="on")
+    finally:
+        if ledger.trace is not None:
+            ledger.trace.close()
 
 
 def _settings(report: Report, args, token):
@@ -165,8 +163,12 @@ def _settings(report: Report, args, token):
             budget = systems[0].budget
     from bamasc.runtime.tokens import exact_prompt_tokens, tokenizer_available
 
+    from bamasc.runtime.limiter import limiter_for
+
     exact = exact_prompt_tokens if tokenizer_available() else None
-    return Settings(upstreams, budget, token, max_body=args.max_body, timeout=args.timeout, exact=exact)
+    models = {id(upstream.model): upstream.model for upstream in upstreams.values()}.values()
+    return Settings(upstreams, budget, token, max_body=args.max_body, timeout=args.timeout, exact=exact,
+                    limiter=limiter_for(models))
 
 
 def _token(report: Report, args) -> bytes | None:

@@ -34,6 +34,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bamasc.proxy.ledger import Cost, Refused
+from bamasc.runtime.limiter import rate_key
+from bamasc.runtime.providers.failures import parse_retry_after
 from bamasc.runtime.providers.openai_provider import is_official_endpoint
 from bamasc.proxy.wire import StreamReader, WireError, error_body, finite_budget, prompt_bound, read_request, read_usage, with_cap
 from bamasc.serve.requests import Problem, read_body
@@ -79,8 +81,9 @@ class Upstream:
 
 class Settings:
     def __init__(self, upstreams: dict[tuple[str, str], Upstream], default_budget: float | None, token: bytes | None,
-                 max_body: int = 32 << 20, timeout: float = 600.0, exact=None):
+                 max_body: int = 32 << 20, timeout: float = 600.0, exact=None, limiter=None):
         self.upstreams = upstreams  # (protocol, name the client may use) -> Upstream
+        self.limiter = limiter  # a runtime.limiter.RateLimiter pacing each upstream key, or None
         self.default_budget = default_budget
         self.token = token
         self.max_body = max_body
@@ -189,6 +192,13 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
         return _error(protocol, status, f"bamasc proxy: {refused}", _KINDS[status])
     forwarded = with_cap(asked, body, hold.tokens, upstream.official)
     closing = Closing(ledger, hold, protocol, bound, pricing, asked.choices)
+    pace = Pace(settings.limiter, model)
+    try:
+        await pace.turn(bound + hold.tokens * asked.choices)
+    except BaseException:
+        await closing.release(None)  # stopped while waiting for the key's turn: nothing was sent
+        raise
+    closing.pace = pace
     try:
         if asked.stream:
             return await _stream(client, upstream, request, forwarded, closing)
@@ -198,8 +208,30 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
         raise
 
 
+class Pace:
+    """One upstream key's turn under the rate limiter (the limits its models declare, adapted to the headers
+    its replies send); nothing when no limiter paces the model."""
+
+    def __init__(self, limiter, model):
+        self.limiter = limiter
+        self.key = rate_key(model) if limiter is not None else None
+
+    async def turn(self, tokens: int) -> None:
+        if self.key is not None:
+            await self.limiter.acquire(self.key, tokens)
+
+    def answered(self, status: int | None, headers) -> None:
+        if self.key is None or headers is None:
+            return
+        self.limiter.observe(self.key, dict(headers))
+        if status == 429:
+            self.limiter.penalise(self.key, parse_retry_after(dict(headers)))
+
+
 class Closing:
     """Ends one hold exactly once: charged to usage, released, or kept in full."""
+
+    pace: Pace | None = None
 
     def __init__(self, ledger, hold, protocol: str, prompt_bound: int, pricing, choices: int):
         self.ledger, self.hold, self.protocol = ledger, hold, protocol
@@ -284,6 +316,8 @@ async def _whole(client, upstream: Upstream, request: Request, body: dict, closi
         async with client.post(upstream.url, json=body, headers=upstream.headers(request)) as reply:
             content = await reply.read()
             status, kind = reply.status, reply.headers.get("content-type", "application/json")
+            if closing.pace is not None:
+                closing.pace.answered(status, reply.headers)
     except _UPSTREAM_ERRORS as problem:
         await closing.keep(f"upstream: {type(problem).__name__}")
         return _error(closing.protocol, 502, f"bamasc proxy: the upstream did not answer ({type(problem).__name__}); "
@@ -308,6 +342,8 @@ async def _stream(client, upstream: Upstream, request: Request, body: dict, clos
         await closing.keep(f"upstream: {type(problem).__name__}")
         return _error(closing.protocol, 502, f"bamasc proxy: the upstream did not answer ({type(problem).__name__}); "
                                              "the call's reservation is kept", "upstream_error")
+    if closing.pace is not None:
+        closing.pace.answered(reply.status, reply.headers)
     if reply.status != 200:
         try:
             content = await reply.read()

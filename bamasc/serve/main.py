@@ -8,7 +8,7 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from bamasc.serve.app import Limits, build_app
 
@@ -43,17 +43,27 @@ def bind(listen: Listen) -> socket.socket:
 async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, limits: Limits,
                 sock: socket.socket, announce: Any = None) -> None:
     """Serve `session` (already open) on `sock` until a signal stops the server; then close the session."""
+    app = build_app(plan, session, token, limits)
+    try:
+        await run_app(app, listen, sock, announce, limit_concurrency=limits.max_pending + SPARE_CONNECTIONS)
+    finally:
+        await session.close()
+
+
+async def run_app(app: Any, listen: Listen, sock: socket.socket, announce: Any = None,
+                  limit_concurrency: int | None = None, lifespan: Literal["auto", "on", "off"] = "off") -> None:
+    """Run an ASGI app on uvicorn on `sock` until SIGINT or SIGTERM, then return after a graceful stop
+    (`bamasc serve` and `bamasc proxy`): requests in flight get `listen.graceful_s` to finish."""
     import uvicorn
 
-    app = build_app(plan, session, token, limits)
     config = uvicorn.Config(
-        app, lifespan="off", access_log=False, log_level=listen.log_level, server_header=False,
-        limit_concurrency=limits.max_pending + SPARE_CONNECTIONS, timeout_graceful_shutdown=listen.graceful_s,
+        app, lifespan=lifespan, access_log=False, log_level=listen.log_level, server_header=False,
+        limit_concurrency=limit_concurrency, timeout_graceful_shutdown=listen.graceful_s,
     )
     server = uvicorn.Server(config)
-    _quiet_uvicorn_errors()
+    quiet_uvicorn_errors()
     # uvicorn stops gracefully on SIGINT and SIGTERM, then raises the signal again with the handlers it found:
-    # these take it, so the session is closed and the command exits 0 after a graceful stop.
+    # these take it, so the caller cleans up and the command exits 0 after a graceful stop.
     before = {number: signal.signal(number, _taken) for number in (signal.SIGINT, signal.SIGTERM)}
     runner = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
@@ -64,7 +74,6 @@ async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, li
             announce(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
         await runner
     finally:
-        await session.close()
         for number, handler in before.items():
             signal.signal(number, handler)
 
@@ -73,7 +82,7 @@ def _taken(number: int, frame: Any) -> None:
     """A signal uvicorn already acted on."""
 
 
-def _quiet_uvicorn_errors() -> None:
+def quiet_uvicorn_errors() -> None:
     """uvicorn logs a traceback for an app that raises; this app never does, but keep its log to one line if it did."""
 
     class OneLine(logging.Filter):
@@ -89,5 +98,5 @@ def _quiet_uvicorn_errors() -> None:
     logging.getLogger("uvicorn.error").addFilter(OneLine())
 
 
-def say(message: str) -> None:
-    print(f"bamasc serve: {message}", file=sys.stderr, flush=True)
+def say(message: str, command: str = "serve") -> None:
+    print(f"bamasc {command}: {message}", file=sys.stderr, flush=True)

@@ -60,7 +60,7 @@ class ThreadProxy:
         args = _Args(config=config_path, budget=None, system=None, total_budget=total, trace=trace, redis=None,
                      redis_prefix="bamasc", max_body=32 << 20, timeout=30.0)
         report = Report()
-        settings = _settings(report, args, None if token is None else token.encode())
+        self.settings = settings = _settings(report, args, None if token is None else token.encode())
         assert settings is not None, report.return_code
         self.ledger, _ = _ledger(report, args)
         sock = socket.socket()

@@ -165,6 +165,18 @@ def test_what_the_upstream_surely_did_not_bill_is_released_and_anything_unknown_
     assert view["charged"] == (0 if outcome == "released" else pytest.approx(call["reserved"]))
 
 
+def test_the_upstreams_rate_limit_headers_and_429s_pace_its_key(proxy):
+    from bamasc.runtime.limiter import rate_key
+
+    client = openai_client(proxy, "paced", budget=5000)
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="gpt-4.1-mini-busy", messages=[{"role": "user", "content": "x"}])
+    model = proxy.settings.upstreams[("openai", "gpt-4.1-mini-busy")].model
+    # The 429's headers reached the limiter that paces this upstream key (and the hold was released).
+    assert proxy.settings.limiter.limits(rate_key(model)) == (3000.0, None)
+    assert proxy.scope("paced")["charged"] == 0
+
+
 def test_a_client_that_disconnects_mid_stream_leaks_no_reservation(proxy, upstream):
     body = {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "long"}], "stream": True}
     headers = {"authorization": f"Bearer {TOKEN}", "x-bamasc-task": "gone", "x-bamasc-budget": "5000"}
@@ -333,3 +345,48 @@ def test_the_config_must_exist_and_the_extra_is_named(tmp_path, capsys):
     assert main(["proxy", "--config", str(tmp_path / "missing.bam"), "--no-auth"]) == 2
     assert "no such file" in capsys.readouterr().err
     assert os.path.exists(os.path.join(os.path.dirname(__file__), "upstream.py"))
+
+
+def test_a_proxy_trace_exports_to_opentelemetry(proxy, tmp_path):
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+    from bamasc.cli import main
+
+    openai_client(proxy, "exported").chat.completions.create(
+        model="gpt-4.1-mini", messages=[{"role": "user", "content": "x"}], max_tokens=30)
+    proxy.stop()
+    out = tmp_path / "spans.json"
+    assert main(["trace", "export", proxy.ledger.trace.path, "-o", str(out)]) == 0
+    spans = [span for resource in json.loads(out.read_text())["resourceSpans"]
+             for scope in resource["scopeSpans"] for span in scope["spans"]]
+    chats = [span for span in spans if span["name"].startswith("chat")]
+    assert len(chats) == 1
+    usage = {item["key"]: item["value"] for item in chats[0]["attributes"]}
+    assert usage["gen_ai.usage.output_tokens"] == {"intValue": "30"}
+
+
+def test_the_proxy_process_logs_no_traceback_under_hostile_clients(config, upstream):
+    from tests.proxy.helpers import process_proxy, traceback_free
+
+    process, url = process_proxy(config, "--graceful-timeout", "1", env={"UPSTREAM_KEY": "upstream-key"})
+    try:
+        headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+        for raw in (b"{", b"\xff", b"[" * 50_000, b'{"model": "gpt-4.1-mini", "messages": "x"}', b"null"):
+            assert httpx.post(f"{url}/v1/chat/completions", content=raw, headers=headers).status_code == 400
+        for budget in ("nan", "-1", "inf", "1e999", "0"):
+            response = httpx.post(f"{url}/v1/messages", json=GOOD | {"model": "claude-haiku-4-5", "max_tokens": 10},
+                                  headers={**headers, "x-bamasc-budget": budget, "x-bamasc-task": "h"})
+            assert response.status_code == 400 and response.json()["type"] == "error"
+        # A client that hangs up mid-stream, then one that hangs up before the reply.
+        body = GOOD | {"stream": True}
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body,
+                          headers={**headers, "x-bamasc-budget": "5000", "x-bamasc-task": "cut"}) as response:
+            next(response.iter_raw(16))
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{url}/v1/chat/completions", json=GOOD | {"model": "gpt-4.1-mini-hang"},
+                       headers={**headers, "x-bamasc-budget": "5000", "x-bamasc-task": "hung"}, timeout=0.5)
+        assert httpx.get(f"{url}/healthz").status_code == 200  # still serving
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=60)
+    assert process.returncode == 0  # a graceful stop, the hung call cut after --graceful-timeout
+    assert traceback_free(errors), errors[-3000:]

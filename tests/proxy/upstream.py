@@ -89,7 +89,9 @@ class Upstream:
             await asyncio.sleep(3600)
         if model.endswith("-busy"):
             self._record(protocol=protocol, model=model, prompt=0, completion=0, cap=cap, stream=False, billed=False)
-            return JSONResponse({"error": {"message": "slow down", "type": "rate_limit"}}, 429)
+            return JSONResponse({"error": {"message": "slow down", "type": "rate_limit"}}, 429,
+                                headers={"retry-after": "1", "x-ratelimit-limit-requests": "3000",
+                                         "x-ratelimit-remaining-requests": "0"})
         if model.endswith("-broken"):
             self._record(protocol=protocol, model=model, prompt=prompt, completion=0, cap=cap, stream=False, billed=True)
             return JSONResponse({"error": {"message": "oops", "type": "server"}}, 500)
