@@ -5,7 +5,7 @@ from __future__ import annotations
 from bamasc.records import record
 
 
-# Systems that run the reference's templates as its engine does (examples/paper/reference_mode.bam).
+# Systems that run the reference's templates as its engine does (the `*_reference_mode` systems of examples/paper/).
 REFERENCE_MODE = "_reference_mode"
 
 
