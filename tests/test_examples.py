@@ -39,7 +39,8 @@ def test_a_non_editable_install_finds_grammar_and_stdlib(tmp_path):
     )
     (wheel,) = wheels.glob("bamasc-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("bamasc/grammars/bam.lark", "bamasc/syntax/_tables.py", "bamasc/stdlib_topologies/planner.bam"):
+    for needed in ("bamasc/grammars/bam.lark", "bamasc/syntax/_tables.py", "bamasc/stdlib_topologies/planner.bam",
+                   "bamasc/py.typed"):  # py.typed: type checkers read the public API's annotations
         assert needed in names
     # Every subpackage of the checkout ships (pyproject lists them by hand).
     for folder, _, files in os.walk(os.path.join(ROOT, "bamasc")):
