@@ -46,7 +46,7 @@ def run(args) -> int:
     report = Report()
     import importlib.util
 
-    missing = [module for module in SERVE_MODULES if importlib.util.find_spec(module) is None]
+    missing = [module for module in SERVE_MODULES if not _installed(importlib.util, module)]
     if missing:
         output.failure(report, f"bamasc serve needs the serve extra ({', '.join(missing)} not installed): "
                                "pip install 'bamasc[serve]'")
@@ -115,3 +115,11 @@ def _token(report: Report, args) -> bytes | None:
         output.usage(report, f"--token-env {args.token_env}: the environment variable is not set or empty")
         return None
     return value.strip().encode("utf-8", "surrogateescape")
+
+
+def _installed(util, module: str) -> bool:
+    """Whether `module` can be imported, found without importing it."""
+    try:
+        return util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install, or one blocked in sys.modules
+        return False

@@ -132,3 +132,19 @@ def test_serve_refuses_what_it_cannot_serve(tmp_path):
         handle.write(text.replace('"budget": 2000', '"budget": 3000', 1))
     tampered = serve(plan, "--no-auth", "--fake", "echo")
     assert tampered.returncode == 1 and "bamasc: error:" in tampered.stderr and "Traceback" not in tampered.stderr
+
+
+def test_without_the_extra_serve_says_how_to_install_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    plan = compiled_plan(str(tmp_path))
+    script = ("import sys; sys.modules['starlette'] = None; sys.modules['uvicorn'] = None; "
+              f"from bamasc.cli import main; sys.exit(main(['serve', {plan!r}, '--no-auth']))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": ROOT},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert "pip install 'bamasc[serve]'" in done.stderr and "Traceback" not in done.stderr
