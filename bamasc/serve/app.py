@@ -35,6 +35,12 @@ class Limits:
     max_task: int = 200_000  # characters of a task's text
     max_pending: int = 1024  # tasks running or waiting at once; more are refused with 429
     keep: int = 10_000  # recent tasks whose outcome and calls GET /v1/tasks/{id} can show
+    spare: int = 256  # requests in progress beyond max_pending (health, metrics, refusals) before all get 429
+
+    @property
+    def max_requests(self) -> int:
+        """Requests in progress at once, any route: with max_body, what bounds the memory bodies take."""
+        return self.max_pending + self.spare
 
 
 class Tasks:
@@ -67,12 +73,16 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     """The app serving `session` (open, on `plan`); `token` None serves without authentication."""
     tasks = Tasks(limits.keep)
     responses: Counter[int] = Counter()
+    active = [0]  # requests in progress
     document = openapi_document(plan.system, plan.budget, plan.deadline_s, token is not None)
 
     def guarded(handler: Callable[[Request], Awaitable[Response]], open_route: bool = False
                 ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
+            active[0] += 1
             try:
+                if active[0] > limits.max_requests:
+                    raise Problem(429, f"{limits.max_requests} requests are in progress; try again later")
                 if not open_route and not authorized(request.headers.get("authorization"), token):
                     raise Problem(401, "a bearer token is needed: Authorization: Bearer <token>")
                 response = await handler(request)
@@ -85,6 +95,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
                 log.error("internal error on %s %s: %s: %s", request.method, request.url.path,
                           type(problem).__name__, str(problem)[:300])
                 response = JSONResponse(Problem(500, "internal error").body(), status_code=500)
+            finally:
+                active[0] -= 1
             responses[response.status_code] += 1
             return response
 

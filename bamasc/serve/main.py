@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 from bamasc.serve.app import Limits, build_app
 
-# Connections beyond the tasks a server takes at once (uvicorn answers them 503): each holds a little memory.
-SPARE_CONNECTIONS = 256
+# Connections and requests uvicorn takes, as a multiple of the requests the app serves at once (the app answers
+# 429 beyond those; uvicorn 503 beyond these): idle connections hold a little memory each.
+CONNECTIONS_PER_REQUEST = 2
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, li
     """Serve `session` (already open) on `sock` until a signal stops the server; then close the session."""
     app = build_app(plan, session, token, limits)
     try:
-        await run_app(app, listen, sock, announce, limit_concurrency=limits.max_pending + SPARE_CONNECTIONS)
+        await run_app(app, listen, sock, announce, limit_concurrency=limits.max_requests * CONNECTIONS_PER_REQUEST)
     finally:
         await session.close()
 

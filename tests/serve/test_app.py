@@ -17,13 +17,13 @@ from tests.serve.harness import TOKEN, compiled_plan  # noqa: E402
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def _serve(tmp_path, check, *, total_budget=None, limits=Limits(max_body=4096), token=TOKEN.encode()):
+def _serve(tmp_path, check, *, total_budget=None, limits=Limits(max_body=4096), token=TOKEN.encode(), provider=None):
     """Run `check(client, session)` against the app of a freshly opened session on the solver plan."""
     plan = bamasc.Plan.load(compiled_plan(str(tmp_path)))
 
     async def main():
         async with plan.session(trace=str(tmp_path / "trace.jsonl"), total_budget=total_budget,
-                                provider=bamasc.providers.fake("verbose")) as session:
+                                provider=provider or bamasc.providers.fake("verbose")) as session:
             app = build_app(plan, session, token, limits)
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
                 await check(client, session)
@@ -150,3 +150,15 @@ def test_too_many_pending_tasks_get_429(tmp_path):
         session.in_flight = 0
 
     _serve(tmp_path, check, limits=Limits(max_pending=1))
+
+
+def test_requests_past_the_limit_in_progress_get_429(tmp_path):
+    async def check(client, session):
+        slow = [client.post("/v1/tasks", json={"task": f"What is {n} + 1?"}, headers=AUTH) for n in range(6)]
+        codes = sorted(r.status_code for r in await asyncio.gather(*slow))
+        assert 429 in codes and 200 in codes
+        assert all(code in (200, 429) for code in codes)
+
+    # Replies that take a while keep the six requests in progress together.
+    _serve(tmp_path, check, limits=Limits(max_pending=2, spare=0),
+           provider=bamasc.providers.fake("echo", latency_s=0.5))
