@@ -238,7 +238,7 @@ def _confirmed(report: Report, args, estimate) -> bool:
 
 
 def _run(report: Report, args, reproduction) -> int:
-    from bamasc.evaluate.paper_table import markdown, table_data, write_table
+    from bamasc.evaluate.paper_table import markdown, provenance, table_data, write_table
     from bamasc.evaluate.plots import plot_reproduction
     from bamasc.evaluate.reproduce import ReproduceError
     from bamasc.runtime.providers.base import ProviderError
@@ -253,7 +253,9 @@ def _run(report: Report, args, reproduction) -> int:
               file=sys.stderr)
         report.failed()
         return report.return_code
-    data = table_data(reproduction.setup, results)
+    source = provenance(reproduction.providers.mode, reproduction.offline(), len(reproduction.dataset.items),
+                        reproduction.scorer)
+    data = table_data(reproduction.setup, results, source)
     written = write_table(data, args.output)
     plots = [os.path.join(args.output, name) for name in ("plot.png", "plot.svg")]
     plot_reproduction(data, plots)

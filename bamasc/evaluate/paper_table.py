@@ -14,12 +14,30 @@ PUBLISHED = {
     "math": {"dataset": "MATH", "budget": 2000.0, "accuracy": 0.812, "mean_cost": 646.0},
 }
 COLUMNS = ("row", "system", "method", "budget", "feasible", "template", "tasks", "correct", "accuracy", "mean_cost",
-           "bound", "overruns", "overrun_share", "template_mix", "paper_accuracy", "paper_mean_cost")
+           "bound", "overruns", "overrun_share", "template_mix", "paper_accuracy", "paper_mean_cost", "providers",
+           "measured", "scorer")
 
 
-def table_data(setup, results) -> dict:
+def provenance(providers: str, offline: bool, tasks: int, scorer: str | None) -> dict:
+    """What a table's numbers are: who answered (`fake echo`, `cassette`, `models`), on how many tasks, scored
+    how, and whether they are measurements of the models at all (a fake's answers and costs are not)."""
+    measured = providers == "models" or (providers == "cassette" and not offline)
+    if providers.startswith("fake"):
+        words = (f"offline: the fake provider ({providers.split(' ', 1)[1]}) answered every call; accuracies and "
+                 "costs show that the kit runs, not what any model scores")
+    elif providers == "cassette":
+        words = "recorded calls played back: the numbers are the recording's, measured when it was made"
+    elif offline:
+        words = "offline: local models only; measured, but not on the paper's API models"
+    else:
+        words = "measured: the declared models answered every call"
+    return {"providers": providers, "measured": measured, "tasks": tasks, "scorer": scorer, "words": words}
+
+
+def table_data(setup, results, source: dict | None = None) -> dict:
     """The table as plain data: one row per (cell, result), in the order given, each counted from
     its result's items (a feasible result without them is a KeyError: it is no bench run's).
+    `source` (`provenance`) says what the numbers are; every rendering of the table states it.
 
     The published numbers stand beside the rows they are of: those that select
     with a trained policy, at the dataset's headline budget.
@@ -60,6 +78,7 @@ def table_data(setup, results) -> dict:
         "kind": setup.kind,
         "budgets": list(setup.budgets),
         "published": published,
+        "source": source,
         "rows": rows,
     }
 
@@ -75,10 +94,14 @@ def mix_text(mix: dict[str, float]) -> str:
 def markdown(data: dict) -> str:
     published = data["published"]
     name = published["dataset"] if published else data["kind"]
-    lines = [
-        f"# {name}: {data['file']}",
-        "",
-        "| row | budget µ$ | accuracy | mean cost µ$ | overruns | template mix | paper accuracy | paper mean cost µ$ |",
+    lines = [f"# {name}: {data['file']}", ""]
+    source = data.get("source")
+    if source:
+        scored = f", scored with `{source['scorer']}`" if source.get("scorer") else ""
+        lines += [f"**{'Measured' if source['measured'] else 'Not a measurement'}.** {source['tasks']} tasks per row"
+                  f"{scored}; {source['words']}.", ""]
+    lines += [
+        "| row | budget µ$ | accuracy | mean cost µ$ | overruns | template mix | paper accuracy (published, not run here) | paper mean cost µ$ (published) |",
         "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for row in data["rows"]:
@@ -125,6 +148,8 @@ def _csv(data: dict, handle) -> None:
     writer.writerow(COLUMNS)
     for row in data["rows"]:
         paper = row["paper"] or {}
+        source = data.get("source") or {}
         values = dict(row, template_mix=";".join(f"{k}={v:g}" for k, v in row["template_mix"].items()),
-                      paper_accuracy=paper.get("accuracy", ""), paper_mean_cost=paper.get("mean_cost", ""))
+                      paper_accuracy=paper.get("accuracy", ""), paper_mean_cost=paper.get("mean_cost", ""),
+                      providers=source.get("providers"), measured=source.get("measured"), scorer=source.get("scorer"))
         writer.writerow(["" if values.get(column) is None else values[column] for column in COLUMNS])

@@ -71,7 +71,12 @@ def plot_reproduction(data: dict, paths: list[str]) -> list[str]:
         axis.set_ylabel("accuracy (%)")
         axis.set_ylim(-5, 105)
         axis.set_xlim(left=0)
-        axis.set_title(f"{data['file']}: cost against accuracy")
+        source = data.get("source")
+        title = f"{data['file']}: cost against accuracy"
+        if source:
+            kind = "measured" if source["measured"] else f"offline, {source['providers']}: not a measurement"
+            title += f"\n({kind}; {source['tasks']} tasks per point)"
+        axis.set_title(title, fontsize=10)
         axis.grid(alpha=0.3)
         if labels:
             axis.legend(fontsize=8, loc="best")

@@ -402,3 +402,23 @@ def test_a_scorer_that_does_not_read_the_kind_is_a_usage_error(tmp_path, capsys)
     assert main(reproduce(TINY, out, "--fake", "echo", "--scorer", "math-strict")) == 2
     assert "the scorer 'math-strict' does not read gsm8k datasets" in one_error(capsys)
     assert not out.exists()
+
+
+def test_every_table_and_the_plot_say_the_numbers_are_not_a_measurement(paper_run):
+    out, stdout = paper_run
+    data = table(out)
+    assert data["source"] == {"providers": "fake echo", "measured": False, "tasks": 3, "scorer": "gsm8k",
+                              "words": data["source"]["words"]}
+    assert "**Not a measurement.** 3 tasks per row, scored with `gsm8k`; offline: the fake provider (echo)" in stdout
+    assert (out / "table.md").read_text(encoding="utf-8").count("Not a measurement") == 1
+    rows = list(csv.DictReader(io.StringIO((out / "table.csv").read_text(encoding="utf-8"))))
+    assert {(row["providers"], row["measured"], row["scorer"]) for row in rows} == {("fake echo", "False", "gsm8k")}
+    assert "not a measurement" in (out / "plot.svg").read_text(encoding="utf-8")
+
+
+def test_a_run_on_the_models_is_labelled_measured():
+    from bamasc.evaluate.paper_table import provenance
+
+    assert provenance("models", False, 500, "math-strict")["measured"] is True
+    assert provenance("cassette", True, 6, "gsm8k")["measured"] is False
+    assert provenance("fake verbose", True, 6, None)["measured"] is False
