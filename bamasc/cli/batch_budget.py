@@ -93,8 +93,8 @@ def summary(outcome) -> str:
     """What the total was, what was spent and left, and the per-task budgets the tasks ran at."""
     ledger, totals = outcome.ledger, outcome.totals
     earlier = f" ({ledger.earlier:,.1f} by earlier runs)" if ledger.earlier else ""
-    # Reservations of tasks whose runner died in flight stay held until a --resume settles them from the trace.
-    held = f", held {ledger.held:,.1f} by interrupted tasks" if ledger.held > 1e-6 else ""
+    # Reservations never settled (a run that stopped on a failure): held, not spent, until a --resume counts them.
+    held = f", held {ledger.held:,.1f} by tasks that did not end" if ledger.held > 1e-6 else ""
     mix = ", ".join(f"{budget:g} µ$ × {count}" for budget, count in sorted(totals.allocated.items(), reverse=True))
     skipped = "".join(f"; {what}: {count}" for what, count in (("skipped for the total", totals.skipped_total),
                                                                 ("skipped for their budget", totals.skipped_budget))
