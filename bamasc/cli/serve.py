@@ -37,7 +37,7 @@ def add_parser(commands) -> None:
     serve.add_argument("--max-pending", type=cli_args.positive, default=1024, metavar="N",
                        help="tasks running or waiting at once (default 1024); more get 429")
     serve.add_argument("--keep", type=cli_args.positive, default=10_000, metavar="N",
-                       help="recent tasks GET /v1/tasks/{id} shows (default 10000; the trace holds every one)")
+                       help="recent tasks GET /v1/tasks/{id} shows from memory (default 10000); older ones are read from the trace")
     serve.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning")
     serve.set_defaults(run=run)
 

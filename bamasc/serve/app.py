@@ -8,6 +8,7 @@ the log holds no traceback and the server keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bamasc.api.errors import BamError
+from bamasc.serve.lookup import task_from_trace
 from bamasc.serve.metrics import CONTENT_TYPE, metrics_text
 from bamasc.serve.openapi import openapi_document
 from bamasc.serve.requests import Problem, authorized, read_body, task_fields
@@ -34,7 +36,7 @@ class Limits:
     max_body: int = 1 << 20  # bytes of a request body
     max_task: int = 200_000  # characters of a task's text
     max_pending: int = 1024  # tasks running or waiting at once; more are refused with 429
-    keep: int = 10_000  # recent tasks whose outcome and calls GET /v1/tasks/{id} can show
+    keep: int = 10_000  # recent tasks GET /v1/tasks/{id} shows from memory (older ones are read from the trace)
     spare: int = 256  # requests in progress beyond max_pending (health, metrics, refusals) before all get 429
 
     @property
@@ -121,9 +123,10 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     async def get_task(request: Request) -> Response:
         task_id = request.path_params["task_id"]
         found = tasks.items.get(task_id)
+        if found is None and session.trace:
+            found = await asyncio.to_thread(task_from_trace, session.trace, task_id)  # one read of the trace
         if found is None:
-            raise Problem(404, f"no recent task {task_id[:80]!r} (the last {limits.keep} are kept; the trace holds all)",
-                          "task_id")
+            raise Problem(404, f"no task {task_id[:80]!r} in this server's memory or trace", "task_id")
         return JSONResponse(found)
 
     async def get_budget(request: Request) -> Response:

@@ -63,7 +63,7 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
                 },
             }},
             "/v1/tasks/{task_id}": {"get": {
-                "summary": "A recent task's outcome and calls",
+                "summary": "A task's outcome and calls (recent ones from memory, others from the trace)",
                 "security": security,
                 "parameters": [{"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}}],
                 "responses": {

@@ -80,6 +80,11 @@ def test_kill_9_and_restart_keep_the_total_and_every_answer(tmp_path):
         # What the killed server charged, and held for calls in flight, counts against the total.
         assert budget["spent"] == pytest.approx(spent_at_kill)
         assert budget["left"] == pytest.approx(TOTAL - spent_at_kill)
+        # A task the killed server answered is read back from the trace, its calls included.
+        earlier = next(a for a in before if a["code"] == 200)
+        shown = httpx.get(f"{second.url}/v1/tasks/{earlier['task_id']}", headers=second.headers).json()
+        assert (shown["status"], shown["cost"]) == (earlier["status"], earlier["cost"])
+        assert sum(call["charged"] for call in shown["calls"]) == pytest.approx(earlier["cost"])
         after = asyncio.run(_fire(second, 12))
         assert any(a["code"] == 402 and a["status"] == "skipped_total" for a in after), "the total ran out"
     finally:
