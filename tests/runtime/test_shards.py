@@ -46,3 +46,40 @@ def test_a_shard_still_written_is_not_taken(tmp_path):
     writer.close()
     live.close()
     assert shards_of(trace) == [shard_path(trace, 0)] and open(trace).read() == ""
+
+
+def test_a_merge_cut_short_by_a_kill_is_finished_once_by_the_next(tmp_path):
+    """A run killed after appending part of its shards, before removing them: the next merge adds only the rest."""
+    trace = str(tmp_path / "run.jsonl")
+    lines = [_line("reserve", "a", id="r.1", reserved=5.0), _line("call", "a", id="r.1", charged=2.0),
+             _line("reserve", "a", id="r.2", reserved=6.0), _line("task", "a", status="ok")]
+    with open(shard_path(trace, 0), "w") as handle:
+        handle.writelines(lines)
+    with open(trace, "w") as handle:
+        handle.writelines(lines[:2] + [lines[2][:20]])  # the kill came in the middle of the third line
+    writer = TraceWriter(trace)
+    merge_shards(writer, shards_of(trace))
+    writer.close()
+    assert open(trace).readlines() == lines
+    assert read_ledgers(trace)["a"].spent == pytest.approx(2.0 + 6.0)
+
+
+def test_a_local_resume_counts_a_killed_ray_runs_shards(tmp_path):
+    """Shards a killed Ray run left are merged by the local engine before it reads the trace."""
+    import asyncio
+
+    from bamasc.plan.compile import compile_file
+    from bamasc.runtime.execute import ExecOptions, Task
+    from bamasc.runtime.workers import run_tasks
+    from tests.runtime.test_batch import GSM8K
+
+    compiled = compile_file(GSM8K)
+    trace = str(tmp_path / "trace.jsonl")
+    with open(shard_path(trace, 3), "w") as handle:  # q0 was in flight with the whole budget but 1 µ$ reserved
+        handle.write(_line("reserve", "q0", id="dead.1", node="n", model="m", attempt=1,
+                           reserved=compiled.plan.systems[0].budget - 1))
+    options = ExecOptions(fake_mode="verbose", trace_path=trace, resume=True)
+    results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, None, [Task("q0", "What is 1 plus 1?")],
+                                          options))
+    assert shards_of(trace) == [] and results[0].cost == pytest.approx(compiled.plan.systems[0].budget - 1)
+    assert read_ledgers(trace)["q0"].open == {}  # its open reservation was settled, in full
