@@ -14,6 +14,10 @@ def options(report: Report, args, program, system, options, tasks: int):
     if getattr(args, "guard", "reserve") == "posthoc":
         output.usage(report, "--total-budget needs --guard reserve: the after-the-fact check cannot promise a cap")
         return None
+    if getattr(program.systems.get(system.name), "budget_check", "before") == "after":
+        output.usage(report, f"--total-budget needs the reserve guard, and system '{system.name}' checks its budget "
+                             "after each call (budget_check = after), which cannot promise a cap")
+        return None
     levels = _levels(report, args, program, system, options)
     if levels is None:
         return None

@@ -308,6 +308,9 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
         ledger = options.ledger
         if ledger is None and options.total_budget is not None:
             ledger = BatchBudget(options.total_budget, spent=earlier_total)
+        if ledger is not None and getattr(program.systems.get(system.name), "budget_check", "before") == "after":
+            raise ValueError(f"a total budget needs the reserve guard; system '{system.name}' checks its budget "
+                             "after each call (budget_check = after)")
         # Only models the templates that may run bind need an SDK and an API key;
         # nothing left to run (a finished --resume) needs none.
         models = run_models(system, options, by_policy)

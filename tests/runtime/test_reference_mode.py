@@ -263,3 +263,24 @@ def test_the_after_check_is_on_only_where_a_system_says_so():
         program, _, _ = check_file(os.path.join(ROOT, "examples", "paper", f"{dataset}.bam"))
         after = {name for name, system in program.systems.items() if system.budget_check == "after"}
         assert after == {f"{dataset}_reference_mode"}
+
+
+def test_a_total_budget_is_refused_for_a_system_checked_after_each_call(tmp_path):
+    import subprocess
+    import sys
+
+    path = os.path.join(ROOT, "examples", "paper", "gsm8k.bam")
+    plan = tmp_path / "plan.json"
+    run = [sys.executable, "-m", "bamasc"]
+    compiled = subprocess.run([*run, "compile", path, "--system", "gsm8k_reference_mode", "--cost-model", "paper",
+                               "-o", str(plan)], capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    trace = tmp_path / "trace.jsonl"
+    # The feedback template's dry run ends below the budget (the selected planner's passes it: exit 1).
+    done = subprocess.run([*run, "exec", str(plan), "--task", TASK, "--dry-run", "--template", "reference_feedback",
+                           "--trace", str(trace)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"guard": "posthoc"' in trace.read_text(encoding="utf-8")  # the mode is in the trace
+    refused = subprocess.run([*run, "exec", str(plan), "--task", TASK, "--dry-run", "--total-budget", "5000"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "budget_check = after" in refused.stderr
