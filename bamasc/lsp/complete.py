@@ -9,7 +9,7 @@ from bamasc.check.prompts import BUILTIN_PLACEHOLDERS
 from bamasc.check.roles import ROLE_ATTRIBUTES
 from bamasc.check.systems import REWARD_ATTRIBUTES, SYSTEM_ATTRIBUTES
 from bamasc.check.topologies import FLOW_INPUTS
-from bamasc.program import ANSWER_KINDS, ON_EXHAUSTED, PROVIDERS, READS, SELECTIONS
+from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, ON_EXHAUSTED, PROVIDERS, READS, SELECTIONS
 from bamasc.records import record
 from bamasc.syntax import ast
 from bamasc.syntax.parser import TOP_KEYWORDS
@@ -17,11 +17,14 @@ from bamasc.syntax.parser import TOP_KEYWORDS
 DECLARATIONS = ("model", "role", "topology", "system")
 # The words that start an item of a topology and the flow combinators (tests check each is a keyword of the grammar).
 TOPOLOGY_ITEMS = ("slot", "require", "flow")
-COMBINATORS = ("chain", "parallel", "vote", "refine", "plan", "converse", "route")
+COMBINATORS = ("chain", "parallel", "vote", "refine", "plan", "converse", "route", "reference")
+# What `reference` may precede (docs/language.md, "`reference` combinators").
+REFERENCED = ("chain", "parallel", "vote", "refine", "plan")
 BLOCKS = {"price": ("input", "output"), "reward": REWARD_ATTRIBUTES}
 ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES}
 CHOICES = {
     "provider": PROVIDERS, "reads": READS, "answer": ANSWER_KINDS, "select": SELECTIONS, "on_exhausted": ON_EXHAUSTED,
+    "budget_check": BUDGET_CHECKS,
 }
 LISTS = {"models": "model", "topologies": "topology"}
 
@@ -134,6 +137,8 @@ def _items(frame: _Frame, tokens, names) -> list[Item]:
             return names.slots(frame.name)
         if previous in ("=", "answer"):
             return _keywords(COMBINATORS) + names.slots(frame.name) + names.flows(frame.name)
+        if previous == "reference":
+            return _keywords(REFERENCED)
         if previous in COMBINATORS:
             return names.slots(frame.name)
         return _keywords(("answer",))
