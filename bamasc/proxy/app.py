@@ -177,9 +177,12 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
         model = upstream.model
         bound = prompt_bound(protocol, body, model.model_id, settings.exact)
         pricing = model.prices()
-        input_cost, _ = pricing.worst_cost(bound, 0)
+        rates = pricing.worst_rates(bound)
+        # A client may mark its prompt for the cache (Anthropic's `cache_control`): every prompt token may then be
+        # billed as a cache write, dearer than input.
+        input_cost = max(rates.input, rates.cache_write) * bound + pricing.per_request
         ceiling = asked.requested or model.max_output or DEFAULT_OUTPUT_CAP
-        cost = Cost(input_cost, pricing.worst_rates(bound).output, asked.choices, ceiling)
+        cost = Cost(input_cost, rates.output, asked.choices, ceiling)
         hold = await ledger.reserve(scope, budget, model.name, cost)
     except WireError as problem:
         return _error(protocol, problem.status, str(problem), _KINDS.get(problem.status, "invalid_request_error"),

@@ -14,9 +14,14 @@ what the upstream bills:
   field the model reads (messages, system, tools, response format) appears at
   least once in the request's JSON, and each message's framing costs at most
   MESSAGE_OVERHEAD_TOKENS tokens.
+- Anthropic adds a tool-use system prompt of its own to every request with
+  tools (346 tokens on its current models, 530 at most in its published
+  table): ANTHROPIC_TOOL_PROMPT_TOKENS more are reserved for it.
 - Inputs whose token cost is not their bytes (images, audio, files, documents)
-  cannot be bounded that way, so such a request is refused before anything is
-  reserved.
+  cannot be bounded that way, nor can features billed past the prompt and the
+  output cap (server-side tools, MCP servers, audio output, predicted outputs,
+  a dearer service tier, an hour-long cache write), so such a request is
+  refused before anything is reserved.
 """
 
 from __future__ import annotations
@@ -35,6 +40,20 @@ _PROMPT_FIELDS = {
 _UNBOUNDED_PARTS = frozenset({"image_url", "input_audio", "file", "image", "document", "audio"})
 # Framing tokens a request adds besides its messages (the reply's priming, the tool list's wrapper).
 _REQUEST_OVERHEAD_TOKENS = 64
+# Anthropic's tool-use system prompt, added to a request with tools; its docs list 530 tokens at most.
+ANTHROPIC_TOOL_PROMPT_TOKENS = 600
+# Request fields whose bill is not bounded by the prompt's bytes and the output cap: (protocol, field) -> why.
+_UNBOUNDED_FIELDS = {
+    ("openai", "web_search_options"): "a web search is billed per call and its results as input",
+    ("openai", "audio"): "audio output is billed at audio rates",
+    ("openai", "prediction"): "rejected predicted tokens are billed as output past the cap",
+    ("anthropic", "mcp_servers"): "an MCP server's tools and results are added to the prompt by the upstream",
+    ("anthropic", "container"): "a container's files are read into the prompt by the upstream",
+}
+# Service tiers billed at most the declared rates (`priority` and `scale` are dearer).
+_PLAIN_TIERS = (None, "auto", "default", "flex", "standard_only")
+# Cache lifetimes billed at the declared cache-write rate (an hour's write is billed at twice the input rate).
+_PLAIN_CACHE_TTLS = (None, "5m")
 
 
 class WireError(ValueError):
@@ -90,6 +109,7 @@ def read_request(protocol: str, body: object) -> Asked:
         raise WireError("`n` must be a whole number from 1 to 128", "n")
     for message in body["messages"]:
         _refuse_unbounded(message)
+    _refuse_unbounded_features(protocol, body)
     return Asked(protocol, model, cap_field, requested, choices, stream)
 
 
@@ -103,6 +123,52 @@ def _refuse_unbounded(message: object) -> None:
             if kind in _UNBOUNDED_PARTS:
                 raise WireError(f"a `{kind}` content part has no token bound the proxy can prove before the call; "
                                 "send text only through the proxy", "messages")
+
+
+def _refuse_unbounded_features(protocol: str, body: dict) -> None:
+    for (kind, name), why in _UNBOUNDED_FIELDS.items():
+        if kind == protocol and body.get(name) not in (None, []):  # `{}` still turns a web search on
+            raise WireError(f"`{name}` is not proxied: {why}, which the proxy cannot bound before the call", name)
+    if protocol == "openai" and "audio" in (body.get("modalities") or ()):
+        raise WireError("`modalities` may not ask for audio: audio output is billed at audio rates", "modalities")
+    if body.get("service_tier") not in _PLAIN_TIERS:
+        raise WireError(f"`service_tier` {str(body.get('service_tier'))[:40]!r} may be billed above the declared "
+                        "prices; send `auto`, `default` or `flex`", "service_tier")
+    tools = body.get("tools")
+    if protocol == "anthropic" and isinstance(tools, list):
+        for tool in tools:
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind not in (None, "custom"):
+                raise WireError(f"the `{str(kind)[:60]}` tool is defined or run by the upstream, which bills prompt "
+                                "tokens (or uses) the proxy cannot bound before the call; send custom tools only",
+                                "tools")
+    if protocol == "anthropic":
+        for name in ("system", "messages", "tools"):
+            ttl = _long_cache(body.get(name))
+            if ttl is not None:
+                raise WireError(f"a `cache_control` with ttl {ttl[:20]!r} is billed above the declared cache-write "
+                                "rate; use the default (5m)", name)
+
+
+def _long_cache(value: object, depth: int = 0) -> str | None:
+    """The first `cache_control` ttl in `value` billed above the declared cache-write rate, or None."""
+    if depth > 64:
+        return None  # deeper than any block Anthropic reads
+    if isinstance(value, list):
+        for item in value:
+            found = _long_cache(item, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(value, dict):
+        control = value.get("cache_control")
+        if isinstance(control, dict) and control.get("ttl") not in _PLAIN_CACHE_TTLS:
+            return str(control.get("ttl"))
+        for key in ("content", "system"):
+            if key in value:
+                found = _long_cache(value[key], depth + 1)
+                if found is not None:
+                    return found
+    return None
 
 
 def prompt_bound(protocol: str, body: dict, model_id: str, exact=None) -> int:
@@ -122,7 +188,8 @@ def prompt_bound(protocol: str, body: dict, model_id: str, exact=None) -> int:
             return counted
     prompt = {name: body[name] for name in _PROMPT_FIELDS[protocol] if name in body}
     size = len(json.dumps(prompt, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    return size + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1) + _REQUEST_OVERHEAD_TOKENS
+    tool_prompt = ANTHROPIC_TOOL_PROMPT_TOKENS if protocol == "anthropic" and body.get("tools") else 0
+    return size + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1) + _REQUEST_OVERHEAD_TOKENS + tool_prompt
 
 
 def _plain(body: dict) -> bool:
@@ -139,10 +206,17 @@ def _plain(body: dict) -> bool:
 def with_cap(asked: Asked, body: dict, tokens: int, official: bool) -> dict:
     """The body to forward: its output cap set to `tokens`, and usage asked for on a stream."""
     forwarded = dict(body)
-    field = asked.cap_field or ("max_completion_tokens" if official else "max_tokens")
     if asked.protocol == "anthropic":
-        field = "max_tokens"
-    forwarded[field] = tokens
+        forwarded["max_tokens"] = tokens
+    elif official:
+        # OpenAI reads max_completion_tokens on every chat model (and refuses max_tokens on reasoning models).
+        forwarded.pop("max_tokens", None)
+        forwarded["max_completion_tokens"] = tokens
+    else:
+        # Another server may read either field, or only one: both carry the cap, and llama.cpp's own
+        # `n_predict`, which it reads before either, is dropped.
+        forwarded.pop("n_predict", None)
+        forwarded["max_tokens"] = forwarded["max_completion_tokens"] = tokens
     if asked.protocol == "openai" and asked.stream:
         options = forwarded.get("stream_options")
         options = dict(options) if isinstance(options, dict) else {}

@@ -8,7 +8,14 @@ the proxy charged against what the provider would invoice.
 
 The model name picks a behaviour: `...-overbill` reports twice the cap,
 `...-drop` cuts a stream (or a reply) halfway, `...-busy` answers 429, `...-broken`
-answers 500, `...-hang` never answers.
+answers 500, `...-hang` never answers, `...-cachewrite` bills every UTF-8 byte of
+the prompt's text as a token written to Anthropic's cache (the most any tokenizer
+emits, at the cache-write rate), `...-legacy` reads only `max_tokens` (as older
+OpenAI-compatible servers do), writing its own default without it.
+
+Like Anthropic, it bills a request with tools ANTHROPIC_TOOL_PROMPT tokens of
+the tool-use system prompt it adds (the count Anthropic documents for its
+current models).
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+ANTHROPIC_TOOL_PROMPT = 346
+# A server's own output cap when a request names none it reads.
+DEFAULT_CAP = 4096
 
 
 class Upstream:
@@ -47,6 +58,16 @@ class Upstream:
             self.calls.append(call)
 
     # ------------------------------------------------------------ the app
+
+    @staticmethod
+    def _bytes(value) -> int:
+        if isinstance(value, str):
+            return len(value.encode("utf-8", "surrogatepass"))
+        if isinstance(value, list):
+            return sum(Upstream._bytes(item) for item in value)
+        if isinstance(value, dict):
+            return sum(Upstream._bytes(item) for key, item in value.items() if key not in ("role", "type"))
+        return 0
 
     @staticmethod
     def _words(value) -> int:
@@ -83,7 +104,15 @@ class Upstream:
         body = json.loads(await request.body())
         model = body["model"]
         prompt = self._words(body.get("messages")) + self._words(body.get("system")) + self._words(body.get("tools"))
-        cap = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
+        if protocol == "anthropic" and body.get("tools"):
+            prompt += ANTHROPIC_TOOL_PROMPT
+        written = 0
+        if model.endswith("-cachewrite"):
+            prompt = written = self._bytes(body.get("messages")) + self._bytes(body.get("system"))
+        if model.endswith("-legacy"):
+            cap = body.get("max_tokens") or DEFAULT_CAP
+        else:
+            cap = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_CAP
         choices = body.get("n") or 1
         if model.endswith("-hang"):
             await asyncio.sleep(3600)
@@ -118,7 +147,8 @@ class Upstream:
         return JSONResponse({
             "id": "msg_1", "type": "message", "role": "assistant", "model": model,
             "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if words == cap else "end_turn",
-            "stop_sequence": None, "usage": {"input_tokens": prompt, "output_tokens": completion},
+            "stop_sequence": None, "usage": {"input_tokens": prompt - written, "cache_creation_input_tokens": written,
+                                             "output_tokens": completion},
         })
 
     @staticmethod

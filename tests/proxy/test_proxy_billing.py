@@ -1,0 +1,116 @@
+"""What an upstream may bill beyond the plain prompt and the cap: cache writes, tool prompts, caps a server reads
+differently, and features billed outside tokens. Each is reserved for, or refused before it is forwarded."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+pytest.importorskip("starlette", reason="the proxy extra (starlette, uvicorn) is not installed")
+
+from tests.proxy.helpers import TOKEN, ThreadProxy, config_text  # noqa: E402
+from tests.proxy.upstream import Upstream  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    server = Upstream(output=2000).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def proxy(upstream, tmp_path, monkeypatch):
+    monkeypatch.setenv("UPSTREAM_KEY", "upstream-key")
+    path = tmp_path / "proxy.bam"
+    # Anthropic's cache-write premium (1.25 times input), declared as the catalogue declares it.
+    cached = (f"model cached {{\n  provider = anthropic\n  name = \"claude-haiku-4-5-cachewrite\"\n"
+              f"  base_url = \"{upstream.url}\"\n  api_key = env(\"UPSTREAM_KEY\")\n  tier = 1\n"
+              f"  price {{ input = 1.0  output = 5.0  cache_write = 1.25 }}\n}}\n")
+    path.write_text(config_text(upstream.url, suffixes=("", "-legacy")) + cached, encoding="utf-8")
+    server = ThreadProxy(str(path), trace=str(tmp_path / "trace.jsonl"))
+    yield server
+    server.stop()
+
+
+def _post(proxy, body, scope: str, budget: float, path: str = "/v1/messages") -> httpx.Response:
+    headers = {"authorization": f"Bearer {TOKEN}", "x-bamasc-task": scope, "x-bamasc-budget": f"{budget:g}"}
+    return httpx.post(f"{proxy.url}{path}", json=body, headers=headers, timeout=60)
+
+
+def _charged(proxy, scope: str) -> float:
+    lines = [json.loads(line) for line in open(proxy.ledger.trace.path, encoding="utf-8")]
+    return sum(line["charged"] for line in lines if line["type"] == "call" and line["task_id"] == scope)
+
+
+def test_a_prompt_written_to_the_cache_is_reserved_at_the_cache_write_rate(proxy, upstream):
+    # 20,000 bytes of system prompt marked for the cache: an upstream may bill each byte as a token written
+    # (1.25 µ$ each), 25,000 µ$, where the plain input rate reserves about 20,200.
+    system = [{"type": "text", "text": "x" * 20_000, "cache_control": {"type": "ephemeral"}}]
+    body = {"model": "claude-haiku-4-5-cachewrite", "max_tokens": 2000, "system": system,
+            "messages": [{"role": "user", "content": "hi"}]}
+    calls = len(upstream.calls)
+    response = _post(proxy, body, "cache-write", 22_000)
+    assert response.status_code == 402, response.text
+    assert len(upstream.calls) == calls
+    assert proxy.scope("cache-write")["charged"] == 0
+    # With room for the dearest rate it goes through, and stays within its budget.
+    assert _post(proxy, body, "cache-write-rich", 40_000).status_code == 200
+    assert 25_000 <= _charged(proxy, "cache-write-rich") <= 40_000
+    assert proxy.scope("cache-write-rich")["status"] == "open"
+
+
+def test_a_one_hour_cache_write_is_refused(proxy, upstream):
+    system = [{"type": "text", "text": "policy", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    body = {"model": "claude-haiku-4-5", "max_tokens": 100, "system": system,
+            "messages": [{"role": "user", "content": "hi"}]}
+    calls = len(upstream.calls)
+    response = _post(proxy, body, "one-hour", 5000)
+    assert response.status_code == 400 and "ttl" in response.json()["error"]["message"]
+    assert len(upstream.calls) == calls
+
+
+def test_anthropics_tool_use_system_prompt_is_reserved(proxy, upstream):
+    # A tiny tool is a few dozen bytes, but Anthropic adds its tool-use system prompt to every request with tools.
+    body = {"model": "claude-haiku-4-5", "max_tokens": 2000, "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"name": "f", "input_schema": {"type": "object"}}]}
+    for index in range(3):
+        _post(proxy, body, "tools", 900)
+    view = proxy.scope("tools")
+    assert view["calls"] >= 1 and view["status"] == "open", view
+    assert _charged(proxy, "tools") <= 900
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "says"),
+    [
+        ("/v1/messages", {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "web_search_20250305"),
+        ("/v1/messages", {"tools": [{"type": "bash_20250124", "name": "bash"}]}, "bash_20250124"),
+        ("/v1/messages", {"mcp_servers": [{"type": "url", "url": "https://example.com/sse", "name": "m"}]},
+         "mcp_servers"),
+        ("/v1/chat/completions", {"web_search_options": {}}, "web_search_options"),
+        ("/v1/chat/completions", {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}},
+         "audio"),
+        ("/v1/chat/completions", {"prediction": {"type": "content", "content": "draft"}}, "prediction"),
+        ("/v1/chat/completions", {"service_tier": "priority"}, "service_tier"),
+    ],
+)
+def test_features_billed_past_the_prompt_and_the_cap_are_refused(proxy, upstream, path, body, says):
+    model = "claude-haiku-4-5" if path == "/v1/messages" else "gpt-4.1-mini"
+    calls = len(upstream.calls)
+    response = _post(proxy, {"model": model, "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}], **body},
+                     "extras", 5000, path)
+    assert response.status_code == 400, response.text
+    assert says in response.text
+    assert len(upstream.calls) == calls
+
+
+@pytest.mark.parametrize("cap", [{"max_completion_tokens": 20}, {"max_completion_tokens": 20, "max_tokens": 5000}])
+def test_a_server_that_reads_only_max_tokens_gets_the_cap(proxy, upstream, cap):
+    body = {"model": "gpt-4.1-mini-legacy", "messages": [{"role": "user", "content": "hi"}], **cap}
+    scope = f"legacy-{len(cap)}"
+    assert _post(proxy, body, scope, 5000, "/v1/chat/completions").status_code == 200
+    assert upstream.calls[-1]["completion"] <= 20
+    assert proxy.scope(scope)["status"] == "open"
