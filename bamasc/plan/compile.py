@@ -145,7 +145,10 @@ def _paper_over_budget(system, found, budget: float, given: bool = False) -> lis
                 "BAM506",
                 f"template '{binding.template}': the paper cost model estimates its pool at "
                 f"{rounded_up(binding.estimate)} µ$, but its exact worst case is {rounded_up(binding.worst_case_cost)} µ$, "
-                f"above the budget of {budget:g} µ$; at run time the budget guard stops a task at the budget",
+                f"above the budget of {budget:g} µ$; at run time "
+                + ("a task stops once its spending reaches the budget (budget_check = after), so it may end above "
+                   "the budget, never above this bound" if system.budget_check == "after"
+                   else "the budget guard stops a task at the budget"),
                 system.item_spans["topologies"][index],
                 source,
                 hint="compile without --cost-model paper for a binding whose worst case is proven within the budget",
