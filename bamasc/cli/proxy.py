@@ -69,6 +69,7 @@ def run(args) -> int:
     import asyncio
 
     from bamasc.proxy.app import build_app
+    from bamasc.proxy.ledger import Refused
     from bamasc.serve.main import Listen, bind
 
     listen = Listen(args.host, args.port, args.log_level, args.graceful_timeout)
@@ -84,6 +85,8 @@ def run(args) -> int:
         asyncio.run(_serve(build_app(settings, ledger), ledger, listen, sock))
     except KeyboardInterrupt:
         pass
+    except Refused as refused:  # the shared ledger cannot be joined: nothing was served
+        output.failure(report, f"--redis {args.redis}: {refused}")
     finally:
         sock.close()
     return report.return_code

@@ -110,7 +110,10 @@ def build_app(settings: Settings, ledger) -> Starlette:
     async def scope(request: Request) -> Response:
         if not _authorized(request, settings.token):
             return JSONResponse(error_body("openai", "a valid proxy token is needed", "authentication_error"), 401)
-        view = await ledger.view(request.path_params["scope"])
+        try:
+            view = await ledger.view(request.path_params["scope"])
+        except Refused as refused:
+            return JSONResponse(error_body("openai", f"bamasc proxy: {refused}", _KINDS[503]), 503)
         if view is None:
             return JSONResponse(error_body("openai", "no such scope", "not_found_error"), 404)
         return JSONResponse(view)
@@ -118,7 +121,10 @@ def build_app(settings: Settings, ledger) -> Starlette:
     async def budget(request: Request) -> Response:
         if not _authorized(request, settings.token):
             return JSONResponse(error_body("openai", "a valid proxy token is needed", "authentication_error"), 401)
-        return JSONResponse(await ledger.totals())
+        try:
+            return JSONResponse(await ledger.totals())
+        except Refused as refused:
+            return JSONResponse(error_body("openai", f"bamasc proxy: {refused}", _KINDS[503]), 503)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -229,17 +229,22 @@ class RedisLedger:
 
     async def open(self) -> None:
         """Join the ledger the server holds, or start one: the first proxy sets the epoch, the others read it."""
-        await self.client.set(f"{self.prefix}:epoch", os.urandom(8).hex(), nx=True)
-        self.epoch = await self.client.get(f"{self.prefix}:epoch")
+        epoch = f"{self.prefix}:epoch"
+        await self._ask(lambda: self.client.set(epoch, os.urandom(8).hex(), nx=True))
+        self.epoch = await self._ask(lambda: self.client.get(epoch))
 
-    async def _call(self, script, scope: str, args: list):
+    async def _ask(self, command):
+        """`command()`'s answer from the server; a Refused (kind ledger) when the server cannot be reached."""
         from redis.exceptions import RedisError
 
         try:
-            return await script(keys=self._keys(scope), args=[self.epoch, *args])
+            return await command()
         except (RedisError, OSError) as problem:
             raise Refused(f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is forwarded "
                           "until it can", "ledger") from None
+
+    async def _call(self, script, scope: str, args: list):
+        return await self._ask(lambda: script(keys=self._keys(scope), args=[self.epoch, *args]))
 
     async def reserve(self, name: str, budget: float, model: str, cost: Cost) -> Hold:
         answer = await self._call(self._reserve, name, [
@@ -271,7 +276,7 @@ class RedisLedger:
             pass  # the hold stays in Redis, counted as spent: the safe side
 
     async def view(self, name: str) -> dict | None:
-        data = await self.client.hgetall(self._keys(name)[0])
+        data = await self._ask(lambda: self.client.hgetall(self._keys(name)[0]))
         if not data:
             return None
         budget, charged, held = (float(data.get(key, 0)) for key in ("budget", "charged", "held"))
@@ -280,7 +285,7 @@ class RedisLedger:
                 "status": "overbilled" if data.get("overbilled") else "open", "overbilled": data.get("overbilled")}
 
     async def totals(self) -> dict:
-        data = await self.client.hgetall(self._keys("-")[1])
+        data = await self._ask(lambda: self.client.hgetall(self._keys("-")[1]))
         charged, held = float(data.get("charged", 0)), float(data.get("held", 0))
         return {"total": self.total, "charged": round(charged, 6), "held": round(held, 6),
                 "left": None if self.total is None else round(max(0.0, self.total - charged - held), 6)}

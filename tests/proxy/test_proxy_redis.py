@@ -187,3 +187,35 @@ def test_the_lua_arithmetic_is_the_local_one():
         server.kill()
         server.wait()
         redis_library.Redis  # the library stays imported for the next test
+
+
+def test_an_unreachable_ledger_is_a_clean_failure_at_start_and_a_503_while_serving(config, upstream, tmp_path):
+    import sys
+
+    import httpx
+
+    from tests.conftest import ROOT
+
+    closed = free_port()  # nothing listens there
+    command = [sys.executable, "-m", "bamasc", "proxy", "--config", config, "--port", str(free_port()),
+               "--token-env", "PROXY_TOKEN", "--redis", f"redis://127.0.0.1:{closed}/0"]
+    started = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PROXY_TOKEN": TOKEN, "UPSTREAM_KEY": "k", "PYTHONPATH": ROOT})
+    assert started.returncode == 1 and "cannot be reached" in started.stderr
+    assert traceback_free(started.stderr), started.stderr[-3000:]
+
+    port = free_port()
+    server = start_redis(port, tmp_path)
+    proxy, url = process_proxy(config, "--redis", f"redis://127.0.0.1:{port}/0", env={"UPSTREAM_KEY": "upstream-key"})
+    try:
+        server.kill()
+        server.wait()
+        headers = {"authorization": f"Bearer {TOKEN}"}
+        for path in ("/v1/scopes/anything", "/v1/budget"):
+            response = httpx.get(f"{url}{path}", headers=headers, timeout=30)
+            assert response.status_code == 503 and "cannot be reached" in response.json()["error"]["message"]
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+    finally:
+        proxy.terminate()
+        _, errors = proxy.communicate(timeout=30)
+    assert traceback_free(errors), errors[-3000:]
