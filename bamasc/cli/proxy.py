@@ -105,9 +105,10 @@ def _ledger(report: Report, args):
         from bamasc.proxy.ledger import RedisLedger
 
         return RedisLedger(args.redis, args.total_budget, args.redis_prefix, trace), trace
-    from bamasc.proxy.ledger import LocalLedger
+    from bamasc.proxy.ledger import LocalLedger, scope_limits
 
-    return LocalLedger(args.total_budget, trace, earlier), trace
+    limits = scope_limits(args.trace) if args.trace else {}
+    return LocalLedger(args.total_budget, trace, earlier, limits), trace
 
 
 async def _serve(app, ledger, listen, sock) -> None:

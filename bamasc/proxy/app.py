@@ -267,7 +267,9 @@ class Closing:
         overbilled = f"{self.hold.model} billed " + " and ".join(excess) if excess else None
         await self.ledger.close(self.hold, charge, {"status": status, "prompt_tokens": usage.prompt,
                                                     "completion_tokens": usage.completion,
-                                                    "cached_tokens": usage.cached, "outcome": "settled"}, overbilled)
+                                                    "cached_tokens": usage.cached, "outcome": "settled",
+                                                    **({"error": f"overbilled: {overbilled}"} if overbilled else {})},
+                                overbilled)
 
     async def release(self, status: int) -> None:
         if not self.done:

@@ -17,6 +17,7 @@ numbers:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
@@ -93,14 +94,49 @@ def _refusal(scope: str, budget: float, spent: float, total_left: float | None, 
                    f"{min(cost.min_tokens, cost.requested)} output tokens are needed)", "budget")
 
 
+# How a call line's `error` says the upstream billed past the reservation (trace.md).
+_OVERBILLED = "overbilled: "
+
+
+def scope_limits(path: str | None) -> dict[str, tuple[float | None, str | None]]:
+    """Each scope's tightest budget and its overbilled reason (or None) in an existing trace's lines.
+
+    The money comes from `runtime.trace.read_ledgers`, which refuses a damaged
+    trace; this reads what only the proxy writes, skipping any line that is not
+    JSON (a torn last line).
+    """
+    limits: dict[str, tuple[float | None, str | None]] = {}
+    if not path or not os.path.exists(path):
+        return limits
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(data, dict) or not isinstance(data.get("task_id"), str):
+                continue
+            budget, overbilled = limits.get(data["task_id"], (None, None))
+            given = data.get("budget") if data.get("type") == "reserve" else None
+            if type(given) in (int, float) and math.isfinite(given) and (budget is None or given < budget):
+                budget = float(given)
+            error = data.get("error") if data.get("type") == "call" else None
+            if isinstance(error, str) and error.startswith(_OVERBILLED):
+                overbilled = overbilled or error[len(_OVERBILLED):]
+            limits[data["task_id"]] = (budget, overbilled)
+    return limits
+
+
 class LocalLedger:
     """Scopes and the total in this process, remembered by the trace."""
 
-    def __init__(self, total: float | None = None, trace=None, earlier: dict | None = None):
+    def __init__(self, total: float | None = None, trace=None, earlier: dict | None = None,
+                 limits: dict[str, tuple[float | None, str | None]] | None = None):
         self.total = total
         self.trace = trace  # a runtime.trace.TraceWriter, or None
         self.scopes: dict[str, Scope] = {}
         self._earlier = {scope: ledger.spent for scope, ledger in (earlier or {}).items()}
+        self._limits = limits or {}  # from scope_limits: a restart keeps a tightened budget and a closed scope
         self.spent_before = sum(self._earlier.values())
         self.charged = self.spent_before  # every scope's charges, earlier runs' open reservations included
         self.held = 0.0
@@ -113,7 +149,11 @@ class LocalLedger:
     def _scope(self, name: str, budget: float) -> Scope:
         scope = self.scopes.get(name)
         if scope is None:
+            earlier_budget, overbilled = self._limits.get(name, (None, None))
             scope = self.scopes[name] = Scope(budget, self._earlier.get(name, 0.0))
+            if earlier_budget is not None and earlier_budget < budget:
+                scope.budget = earlier_budget
+            scope.overbilled = overbilled
         elif budget < scope.budget:
             scope.budget = budget  # a scope's budget may be tightened, never raised
         return scope

@@ -390,3 +390,29 @@ def test_the_proxy_process_logs_no_traceback_under_hostile_clients(config, upstr
         _, errors = process.communicate(timeout=60)
     assert process.returncode == 0  # a graceful stop, the hung call cut after --graceful-timeout
     assert traceback_free(errors), errors[-3000:]
+
+
+def test_a_restart_keeps_a_tightened_budget_and_a_closed_scope(config, tmp_path):
+    trace = str(tmp_path / "limits.jsonl")
+    first = ThreadProxy(config, trace=trace)
+    try:
+        for budget in (5000, 900):  # the second request tightens the scope to 900 µ$
+            openai_client(first, "tightened", budget).chat.completions.create(
+                model="gpt-4.1-mini", messages=[{"role": "user", "content": "x"}], max_tokens=20)
+        openai_client(first, "closed", 50_000).chat.completions.create(
+            model="gpt-4.1-mini-overbill", messages=[{"role": "user", "content": "x"}], max_tokens=20)
+        assert first.scope("closed")["status"] == "overbilled"
+    finally:
+        first.stop()
+    second = ThreadProxy(config, trace=trace)
+    try:
+        # The same scopes asked for with their first, larger budgets: still 900 µ$, still closed.
+        openai_client(second, "tightened", 5000).chat.completions.create(
+            model="gpt-4.1-mini", messages=[{"role": "user", "content": "x"}], max_tokens=20)
+        assert second.scope("tightened")["budget"] == 900
+        with pytest.raises(openai.APIStatusError) as refused:
+            openai_client(second, "closed", 50_000).chat.completions.create(
+                model="gpt-4.1-mini", messages=[{"role": "user", "content": "x"}], max_tokens=20)
+        assert refused.value.status_code == 402 and "is closed" in refused.value.message
+    finally:
+        second.stop()
