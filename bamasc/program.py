@@ -20,7 +20,9 @@ SELECTIONS = ("strongest", "cheapest", "policy")
 ON_EXHAUSTED = ("best_so_far", "fail")
 # When a task's budget is checked: before each call, by reserving its worst case (the default), or after
 # it, stopping once spending reaches the budget (the BAMAS reference's check; runtime/guard.py).
-BUDGET_CHECKS = ("before", "after")
+BUDGET_CHECKS = ("before", "after", "none")
+# Checks that let a task pass its budget (never its bound): the reference's, and a baseline's recorded run.
+UNGUARDED_CHECKS = frozenset({"after", "none"})
 
 # Defaults a system gets when it does not say (documented in docs/language.md).
 DEFAULT_TASK_TOKENS = 500
@@ -171,7 +173,7 @@ class System:
     item_spans: dict[str, tuple[Span, ...]] = NO_SPANS
     reward: RewardConstants = DEFAULT_REWARD  # constants for training a policy (the `reward` block)
     deadline: float | None = None  # seconds per task; None: no deadline
-    budget_check: str = "before"  # BUDGET_CHECKS; "after" only where the system says so
+    budget_check: str = "before"  # BUDGET_CHECKS; "after" or "none" only where the system says so
 
     def checkpoint_path(self) -> str | None:
         """The file `select = policy("PATH")` names, relative to the file that declares the system."""

@@ -18,7 +18,7 @@ COLUMNS = ("row", "system", "method", "budget", "feasible", "template", "tasks",
            "measured", "scorer")
 
 
-def provenance(providers: str, offline: bool, tasks: int, scorer: str | None) -> dict:
+def provenance(providers: str, offline: bool, tasks: int, scorer: str | None, checks: dict | None = None) -> dict:
     """What a table's numbers are: who answered (`fake echo`, `cassette`, `models`), on how many tasks, scored
     how, and whether they are measurements of the models at all (a fake's answers and costs are not)."""
     measured = providers == "models" or (providers == "cassette" and not offline)
@@ -31,7 +31,10 @@ def provenance(providers: str, offline: bool, tasks: int, scorer: str | None) ->
         words = "offline: local models only; measured, but not on the paper's API models"
     else:
         words = "measured: the declared models answered every call"
-    return {"providers": providers, "measured": measured, "tasks": tasks, "scorer": scorer, "words": words}
+    # Systems whose budget is not held by the guard (`budget_check`): their rows say so.
+    unguarded = {name: check for name, check in (checks or {}).items() if check != "before"}
+    return {"providers": providers, "measured": measured, "tasks": tasks, "scorer": scorer, "words": words,
+            "unguarded": unguarded}
 
 
 def table_data(setup, results, source: dict | None = None) -> dict:
@@ -104,14 +107,17 @@ def markdown(data: dict) -> str:
         "| row | budget µ$ | accuracy | mean cost µ$ | overruns | template mix | paper accuracy (published, not run here) | paper mean cost µ$ (published) |",
         "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
+    unguarded = (source or {}).get("unguarded") or {}
     for row in data["rows"]:
         paper = row["paper"]
+        name = row["row"] + {"after": " [checked after each call]", "none": " [not guarded: real cost]"}.get(
+            unguarded.get(row["system"]), "")
         published_cells = (f"{paper['accuracy']:.1%}", f"{paper['mean_cost']:.1f}") if paper else ("", "")
         if not row["feasible"]:
-            cells = [row["row"], f"{row['budget']:g}", "infeasible", "-", "-", "-", *published_cells]
+            cells = [name, f"{row['budget']:g}", "infeasible", "-", "-", "-", *published_cells]
         else:
             cells = [
-                row["row"], f"{row['budget']:g}", f"{row['accuracy']:.1%} ({row['correct']}/{row['tasks']})",
+                name, f"{row['budget']:g}", f"{row['accuracy']:.1%} ({row['correct']}/{row['tasks']})",
                 f"{row['mean_cost']:.1f}", f"{row['overruns']} ({row['overrun_share']:.1%})",
                 mix_text(row["template_mix"]), *published_cells,
             ]

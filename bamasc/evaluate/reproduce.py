@@ -22,6 +22,7 @@ import json
 import os
 
 from bamasc.evaluate.paper_rows import Cell, ReproduceError, Setup, choose, method_objective, plan_cells  # noqa: F401 (the interface)
+from bamasc.program import UNGUARDED_CHECKS
 from bamasc.records import as_dict, record
 from bamasc.rows import drop_torn_line
 
@@ -175,8 +176,9 @@ class Reproduction:
         feasible = [t for t in plan.templates if t.feasible]
         if not every:
             feasible = [t for t in feasible if t.name == plan.selection["selected"]]
-        # A system checked after each call (budget_check = after) may pass its budget, never its bound.
-        after = self.program.systems[cell.system].budget_check == "after"
+        # A system checked after each call, or not at all (budget_check = after or none), may pass its
+        # budget, never its bound.
+        after = self.program.systems[cell.system].budget_check in UNGUARDED_CHECKS
         return [t.worst_case_cost if after else min(t.worst_case_cost, cell.budget) for t in feasible]
 
     def estimate(self) -> Estimate:

@@ -139,7 +139,10 @@ class BudgetGuard:
 
 def guard_class(option: str = "reserve", budget_check: str = "before"):
     """The guard of a run's tasks: the after-the-fact check when the run asks for it (`exec --guard
-    posthoc`) or the system declares it (`budget_check = after`); else the reserve-before-call guard."""
+    posthoc`) or the system declares it (`budget_check = after`); no check at all where the system says
+    `budget_check = none` (a baseline's real cost, recorded); else the reserve-before-call guard."""
+    if budget_check == "none":
+        return RecordingGuard
     return PosthocGuard if option == "posthoc" or budget_check == "after" else BudgetGuard
 
 
@@ -159,3 +162,13 @@ class PosthocGuard(BudgetGuard):
         rates = pricing.worst_rates(prompt_tokens)
         self.held += amount
         return Reservation(model.name, prompt_tokens, max_tokens, max_tokens, amount, rates.input, rates.output, pricing)
+
+
+class RecordingGuard(PosthocGuard):
+    """No check at all: every call is made and charged as billed (`budget_check = none`), so a baseline
+    framework's real cost shows beside the guarded rows. Only its template's bound limits it."""
+
+    kind = "none"
+
+    def reserve(self, model, prompt_tokens: int, max_tokens: int, checked: bool = True) -> Reservation | None:
+        return super().reserve(model, prompt_tokens, max_tokens, checked=False)

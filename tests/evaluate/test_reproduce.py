@@ -407,8 +407,8 @@ def test_a_scorer_that_does_not_read_the_kind_is_a_usage_error(tmp_path, capsys)
 def test_every_table_and_the_plot_say_the_numbers_are_not_a_measurement(paper_run):
     out, stdout = paper_run
     data = table(out)
-    assert data["source"] == {"providers": "fake echo", "measured": False, "tasks": 3, "scorer": "gsm8k",
-                              "words": data["source"]["words"]}
+    assert {key: data["source"][key] for key in ("providers", "measured", "tasks", "scorer")} == {
+        "providers": "fake echo", "measured": False, "tasks": 3, "scorer": "gsm8k"}
     assert "**Not a measurement.** 3 tasks per row, scored with `gsm8k`; offline: the fake provider (echo)" in stdout
     assert (out / "table.md").read_text(encoding="utf-8").count("Not a measurement") == 1
     rows = list(csv.DictReader(io.StringIO((out / "table.csv").read_text(encoding="utf-8"))))
@@ -422,3 +422,17 @@ def test_a_run_on_the_models_is_labelled_measured():
     assert provenance("models", False, 500, "math-strict")["measured"] is True
     assert provenance("cassette", True, 6, "gsm8k")["measured"] is False
     assert provenance("fake verbose", True, 6, None)["measured"] is False
+
+
+def test_baseline_rows_run_unguarded_and_say_so(tmp_path, capsys):
+    """The paper files' framework baselines declare `budget_check = none`: their real cost is recorded,
+    never capped by the guard, and their rows say so (their overruns do not fail the run)."""
+    from bamasc.plan.compile import check_file
+
+    program, _, _ = check_file(GSM8K)
+    baselines = [name for name in program.systems if "_style_" in name]
+    assert baselines and all(program.systems[name].budget_check == "none" for name in baselines)
+    out = tmp_path / "out"
+    baseline = baselines[0]
+    assert main(reproduce(GSM8K, out, "--fake", "verbose", "--systems", baseline, "--budgets", "2000")) == 0
+    assert f"{baseline} [not guarded: real cost]" in capsys.readouterr().out

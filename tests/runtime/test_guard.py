@@ -73,3 +73,23 @@ def test_posthoc_checks_only_after_spending_and_can_overrun():
     guard.settle(second, 200, 384)
     assert guard.overran
     assert guard.reserve(model(), 200, 384) is None  # only now does it stop
+
+
+def test_budget_check_none_records_every_call_and_after_stops_once_spent():
+    from bamasc.runtime.guard import RecordingGuard, guard_class
+
+    assert guard_class("reserve", "none") is RecordingGuard
+    assert guard_class("reserve", "after") is PosthocGuard
+    assert guard_class("reserve", "before") is BudgetGuard
+    for kind, calls in ((RecordingGuard, 10), (PosthocGuard, 1)):  # one call of 557.4 µ$ spends the 500
+        guard = kind(budget=500.0)
+        made = 0
+        for _ in range(10):
+            reservation = guard.reserve(model(), prompt_tokens=500, max_tokens=384)
+            if reservation is None:
+                break
+            assert reservation.max_tokens == 384  # never clamped
+            guard.settle(reservation, 500, 384)
+            made += 1
+        assert made == calls
+        assert guard.overran
