@@ -31,8 +31,7 @@ def add_parser(commands) -> None:
     execute.add_argument("--dry-run", action="store_true", help="answer every call with the full output cap (fake verbose)")
     cli_args.add_run_options(execute, "--fake", "--cassette", "--record")
     execute.add_argument("--guard", choices=("reserve", "posthoc"), default="reserve",
-                         help="posthoc is the paper's after-the-fact check (a benchmark baseline; a system that says "
-                              "budget_check = after gets it without this option)")
+                         help="posthoc is the paper's after-the-fact check, kept as a benchmark baseline only")
     cli_args.add_run_options(execute, "--skip-bad-rows", "--timeout", "--retries", "--total-budget", "--allocate")
     cli_args.add_run_options(execute, "--engine", "--ray-address", "--actors")
     execute.set_defaults(run=run)
