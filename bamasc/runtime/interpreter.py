@@ -27,7 +27,6 @@ from bamasc.ir.tokens import output_cap
 from bamasc.ir.requests import Note
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, Seats, walk
 from bamasc.prices import Usage
-from bamasc.records import record
 from bamasc.runtime.extract import MalformedPlan, approved, card_choice, chosen_branch, extract_answer, majority
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
@@ -37,58 +36,9 @@ from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, 
 from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound, task_tokens
-
-@record
-class Output:
-    """What one call produced, and who produced it (votes break ties by tier)."""
-
-    text: str
-    node: str
-    tier: int
-
-
-@record
-class TaskResult:
-    task_id: str
-    template: str
-    answer: str | None
-    output: str | None  # the raw text the answer was extracted from
-    cost: float  # µ$ charged in total
-    budget: float
-    bound: float  # the template's proven worst case
-    overran: bool
-    status: str  # ok | exhausted | failed | error | overbilled
-    error: str | None
-    calls: int
-    exhausted: str | None = None  # what ran out when the task stopped early: "budget" or "deadline"
-    elapsed_s: float = 0.0  # wall time of the task, from its first call's guard to its answer
-    deadline_s: float | None = None
-    latency_bound_s: float | None = None  # the template's proven worst-case latency
-    task_tokens: int | None = None  # the task's length in tokens (runtime/tokens.py: task_tokens)
-    assumed_task_tokens: int | None = None  # the system's `task_tokens`, which the bound assumed
-
-    @property
-    def longer_than_assumed(self) -> bool:
-        """The task is longer than the bound assumed: its cost may pass `bound` (never the budget)."""
-        return self.task_tokens is not None and self.assumed_task_tokens is not None and (
-            self.task_tokens > self.assumed_task_tokens
-        )
-
-
-class BudgetExhausted(Exception):
-    """The next call does not fit in what is left of the budget."""
-
-
-class DeadlineReached(BudgetExhausted):
-    """The next attempt might not finish before the task's deadline: time, not money, ran out."""
-
-
-class TaskError(Exception):
-    """The task cannot go on: a provider kept failing, or a plan card was malformed."""
-
-
-class TaskOverbilled(Exception):
-    """A provider billed more than the call's reservation allowed: the task stops at once."""
+from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interpreter's results and stops)
+    BudgetExhausted, DeadlineReached, Output, TaskError, TaskOverbilled, TaskResult,
+)
 
 
 class TaskRun:
