@@ -237,8 +237,17 @@ class Pace:
             self.limiter.penalise(self.key, parse_retry_after(dict(headers)))
 
 
+# Ledger closes under way: a task keeps a strong reference until it is done.
+_CLOSING: set[asyncio.Task] = set()
+
+
 class Closing:
-    """Ends one hold exactly once: charged to usage, released, or kept in full."""
+    """Ends one hold exactly once: charged to usage, released, or kept in full.
+
+    The ledger's close runs as its own task, shielded: a client that hangs up
+    cancels the request (and every await of a stream's last `finally`), and a
+    close cut there would leave the hold in a shared ledger for ever.
+    """
 
     pace: Pace | None = None
 
@@ -265,21 +274,25 @@ class Closing:
         if not excess and charge > self.hold.amount * (1 + 1e-9) + 1e-9:
             excess.append(f"{charge:.4f} µ$ where {self.hold.amount:.4f} were reserved")
         overbilled = f"{self.hold.model} billed " + " and ".join(excess) if excess else None
-        await self.ledger.close(self.hold, charge, {"status": status, "prompt_tokens": usage.prompt,
-                                                    "completion_tokens": usage.completion,
-                                                    "cached_tokens": usage.cached, "outcome": "settled",
-                                                    **({"error": f"overbilled: {overbilled}"} if overbilled else {})},
-                                overbilled)
+        await self._close(charge, {"status": status, "prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
+                                   "cached_tokens": usage.cached, "outcome": "settled",
+                                   **({"error": f"overbilled: {overbilled}"} if overbilled else {})}, overbilled)
 
     async def release(self, status: int) -> None:
         if not self.done:
             self.done = True
-            await self.ledger.close(self.hold, 0.0, {"status": status, "outcome": "released"})
+            await self._close(0.0, {"status": status, "outcome": "released"})
 
     async def keep(self, why: str, status: int | None = None) -> None:
         if not self.done:
             self.done = True
-            await self.ledger.close(self.hold, self.hold.amount, {"status": status, "outcome": "kept", "error": why})
+            await self._close(self.hold.amount, {"status": status, "outcome": "kept", "error": why})
+
+    async def _close(self, charged: float, record: dict, overbilled: str | None = None) -> None:
+        task = asyncio.ensure_future(self.ledger.close(self.hold, charged, record, overbilled))
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+        await asyncio.shield(task)
 
 
 def _json(raw: bytes) -> object:

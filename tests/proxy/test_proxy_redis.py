@@ -219,3 +219,24 @@ def test_an_unreachable_ledger_is_a_clean_failure_at_start_and_a_503_while_servi
         proxy.terminate()
         _, errors = proxy.communicate(timeout=30)
     assert traceback_free(errors), errors[-3000:]
+
+
+def test_a_client_that_hangs_up_mid_stream_leaves_no_hold_in_the_shared_ledger(config, upstream, redis_port):
+    import httpx
+
+    proxy, url = process_proxy(config, "--redis", f"redis://127.0.0.1:{redis_port}/0", env={"UPSTREAM_KEY": "upstream-key"})
+    headers = {"authorization": f"Bearer {TOKEN}", "x-bamasc-task": "hung-up", "x-bamasc-budget": "5000"}
+    body = {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "long"}], "stream": True, "max_tokens": 300}
+    try:
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30) as response:
+            next(response.iter_raw(64))  # one piece, then hang up
+        for _ in range(1500):  # the stream's end is handled after the client has gone
+            view = httpx.get(f"{url}/v1/scopes/hung-up", headers=headers, timeout=30).json()
+            if view["held"] == 0:
+                break
+            time.sleep(0.04)
+        assert view["held"] == 0 and 0 < view["charged"] <= 5000, view
+    finally:
+        proxy.terminate()
+        _, errors = proxy.communicate(timeout=30)
+    assert traceback_free(errors), errors[-3000:]
