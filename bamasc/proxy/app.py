@@ -66,7 +66,8 @@ class Upstream:
         self.official = model.provider == "openai" and is_official_endpoint(model.base_url)
 
     def headers(self, request: Request) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
+        # A compressed reply could be neither read for its usage nor passed on as it is (its encoding header is not).
+        headers = {"content-type": "application/json", "accept-encoding": "identity"}
         for name in _PASSED:
             if name in request.headers:
                 headers[name] = request.headers[name]

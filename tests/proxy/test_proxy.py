@@ -416,3 +416,21 @@ def test_a_restart_keeps_a_tightened_budget_and_a_closed_scope(config, tmp_path)
         assert refused.value.status_code == 402 and "is closed" in refused.value.message
     finally:
         second.stop()
+
+
+def test_an_upstream_that_compresses_its_replies_is_read_and_passed_on_plain(tmp_path, monkeypatch):
+    monkeypatch.setenv("UPSTREAM_KEY", "upstream-key")
+    compressing = Upstream(output=2000, compress=True).start()
+    path = tmp_path / "gzip.bam"
+    path.write_text(config_text(compressing.url), encoding="utf-8")
+    server = ThreadProxy(str(path), trace=str(tmp_path / "gzip.jsonl"))
+    try:
+        reply = openai_client(server, "compressed", 5000).chat.completions.create(
+            model="gpt-4.1-mini", messages=[{"role": "user", "content": "x"}], max_tokens=50)
+        assert reply.choices[0].message.content.split() == ["word"] * 50
+        view = _settled(server, "compressed")
+        # Charged what the upstream billed (1 prompt token, 50 output tokens), not the whole hold.
+        assert view["charged"] == pytest.approx(0.4 * 1 + 1.6 * 50)
+    finally:
+        server.stop()
+        compressing.stop()

@@ -38,8 +38,9 @@ DEFAULT_CAP = 4096
 
 
 class Upstream:
-    def __init__(self, output: int = 2000):
+    def __init__(self, output: int = 2000, compress: bool = False):
         self.output = output  # words a reply writes when its cap allows
+        self.compress = compress  # gzip replies for clients that accept it (as CDN-fronted APIs do)
         self.calls: list[dict] = []  # per call: protocol, model, prompt, completion, cap, stream
         self.lock = threading.Lock()
         self.server: uvicorn.Server | None = None
@@ -194,7 +195,12 @@ class Upstream:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app(), log_level="critical", access_log=False, lifespan="off")
+        app = self.app()
+        if self.compress:
+            from starlette.middleware.gzip import GZipMiddleware
+
+            app = GZipMiddleware(app, minimum_size=16)
+        config = uvicorn.Config(app, log_level="critical", access_log=False, lifespan="off")
         self.server = uvicorn.Server(config)
         thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
