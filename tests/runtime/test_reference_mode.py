@@ -284,3 +284,45 @@ def test_a_total_budget_is_refused_for_a_system_checked_after_each_call(tmp_path
     refused = subprocess.run([*run, "exec", str(plan), "--task", TASK, "--dry-run", "--total-budget", "5000"],
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "budget_check = after" in refused.stderr
+
+
+# ---------------------------------------------------------------- the bound, by hand
+
+WORKED = """
+model one {
+  provider = fake
+  name     = "one"
+  price    { input = 1  output = 2 }
+  tier     = 1
+}
+
+role A {
+  max_output = 40
+  prompt     = "A {{task}}{{previous?}}{{earlier?}}"
+}
+
+topology t {
+  slot a : A [3..3]
+  flow {
+    answer reference chain a(task)
+  }
+}
+
+system s {
+  models      = [one]
+  topologies  = [t]
+  budget      = 890
+  task_tokens = 100
+}
+"""
+
+
+def test_a_reference_chain_bound_is_the_one_worked_by_hand(tmp_path):
+    """docs/language.md, "`reference` combinators": every call either answer of the task test makes."""
+    path = tmp_path / "t.bam"
+    path.write_text(WORKED)
+    template = compile_file(str(path), plan_dir=str(tmp_path)).plan.systems[0].template("t")
+    inputs = {node.id: node.input_tokens for node in template.nodes}
+    # "A " and 8 tokens of message framing, the task; the previous output; two numbered outputs.
+    assert inputs == {"a[0]@0.short": 110, "a[1]@0.chain0": 110, "a[2]@0.chain1": 150, "a[0]@0.chain2": 200}
+    assert template.worst_case_cost == pytest.approx(190 + 190 + 230 + 280)
