@@ -240,6 +240,16 @@ class Usage:
     def complete(self) -> bool:
         return self.prompt is not None and self.completion is not None
 
+    def most(self, other: Usage) -> None:
+        """Keep the larger of each count: a stream's events report cumulative usage, and a later one may leave a
+        field out or null (Anthropic's message_delta after message_start) or repeat the usage."""
+        for name in ("prompt", "completion"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if theirs is not None and (mine is None or theirs > mine):
+                setattr(self, name, theirs)
+        self.cached = max(self.cached, other.cached)
+        self.cache_write = max(self.cache_write, other.cache_write)
+
 
 def _count(value: object) -> int | None:
     return value if type(value) is int and value >= 0 else None
@@ -305,7 +315,7 @@ class StreamReader:
             return
         if isinstance(data, dict) and data.get("type") == "message_stop":
             self.done = True
-        read_usage(self.protocol, data, self.usage)
+        self.usage.most(read_usage(self.protocol, data))
 
 
 def error_body(protocol: str, message: str, kind: str, field: str | None = None) -> dict:

@@ -4,6 +4,7 @@ differently, and features billed outside tokens. Each is reserved for, or refuse
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -60,6 +61,23 @@ def test_a_prompt_written_to_the_cache_is_reserved_at_the_cache_write_rate(proxy
     assert _post(proxy, body, "cache-write-rich", 40_000).status_code == 200
     assert 25_000 <= _charged(proxy, "cache-write-rich") <= 40_000
     assert proxy.scope("cache-write-rich")["status"] == "open"
+
+
+def test_a_stream_is_charged_the_cache_writes_its_first_event_reported(proxy, upstream):
+    system = [{"type": "text", "text": "x" * 20_000, "cache_control": {"type": "ephemeral"}}]
+    body = {"model": "claude-haiku-4-5-cachewrite", "max_tokens": 100, "system": system, "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream("POST", f"{proxy.url}/v1/messages", json=body, timeout=60,
+                      headers={"authorization": f"Bearer {TOKEN}", "x-bamasc-task": "streamed-write",
+                               "x-bamasc-budget": "40000"}) as response:
+        assert response.status_code == 200
+        response.read()
+    for _ in range(500):  # the stream's end is handled after the client has its last byte
+        if proxy.scope("streamed-write")["held"] == 0:
+            break
+        time.sleep(0.02)
+    # message_start reported 20,002 tokens written to the cache (1.25 µ$ each); message_delta left them null.
+    assert _charged(proxy, "streamed-write") == pytest.approx(20_002 * 1.25 + 100 * 5.0)
 
 
 def test_a_one_hour_cache_write_is_refused(proxy, upstream):

@@ -135,7 +135,8 @@ class Upstream:
             cut = model.endswith("-drop")
             maker = self._openai_events if protocol == "openai" else self._anthropic_events
             usage = body.get("stream_options", {}).get("include_usage") if protocol == "openai" else True
-            return StreamingResponse(maker(model, words, prompt, completion, usage, cut), media_type="text/event-stream")
+            events = maker(model, words, prompt, completion, usage, cut, written)
+            return StreamingResponse(events, media_type="text/event-stream")
         if model.endswith("-drop"):
             return Response(b'{"id": "x", "choi', media_type="application/json")
         if protocol == "openai":
@@ -153,7 +154,7 @@ class Upstream:
         })
 
     @staticmethod
-    async def _openai_events(model, words, prompt, completion, usage, cut):
+    async def _openai_events(model, words, prompt, completion, usage, cut, written):
         def event(data) -> bytes:
             return f"data: {json.dumps(data)}\n\n".encode()
 
@@ -171,13 +172,15 @@ class Upstream:
         yield b"data: [DONE]\n\n"
 
     @staticmethod
-    async def _anthropic_events(model, words, prompt, completion, usage, cut):
+    async def _anthropic_events(model, words, prompt, completion, usage, cut, written):
         def event(name, data) -> bytes:
             return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
 
         yield event("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
                                                   "content": [], "stop_reason": None, "stop_sequence": None,
-                                                  "usage": {"input_tokens": prompt, "output_tokens": 1}}})
+                                                  "usage": {"input_tokens": prompt - written,
+                                                            "cache_creation_input_tokens": written,
+                                                            "output_tokens": 1}}})
         yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
         for index in range(0, words, 10):
             if cut and index >= words // 2:
@@ -185,8 +188,10 @@ class Upstream:
             piece = " ".join(["word"] * min(10, words - index)) + " "
             yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
         yield event("content_block_stop", {"index": 0})
+        # The cumulative usage; fields it does not repeat are null (the API's MessageDeltaUsage).
         yield event("message_delta", {"delta": {"stop_reason": "max_tokens", "stop_sequence": None},
-                                      "usage": {"output_tokens": completion}})
+                                      "usage": {"input_tokens": prompt - written, "cache_creation_input_tokens": None,
+                                                "cache_read_input_tokens": None, "output_tokens": completion}})
         yield event("message_stop", {})
 
     # ------------------------------------------------------------ running it
