@@ -116,13 +116,22 @@ def read_request(protocol: str, body: object) -> Asked:
 def _refuse_unbounded(message: object) -> None:
     if not isinstance(message, dict):
         raise WireError("each message must be a JSON object", "messages")
-    content = message.get("content")
-    if isinstance(content, list):
-        for part in content:
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind in _UNBOUNDED_PARTS:
-                raise WireError(f"a `{kind}` content part has no token bound the proxy can prove before the call; "
-                                "send text only through the proxy", "messages")
+    _refuse_unbounded_parts(message.get("content"), 0)
+
+
+def _refuse_unbounded_parts(content: object, depth: int) -> None:
+    """Refuse any unbounded part of `content`, also one nested in another part's content (a tool result's)."""
+    if not isinstance(content, list):
+        return
+    if depth > 32:
+        raise WireError("message content is nested too deeply", "messages")
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _UNBOUNDED_PARTS:
+            raise WireError(f"a `{kind}` content part has no token bound the proxy can prove before the call; "
+                            "send text only through the proxy", "messages")
+        if isinstance(part, dict):
+            _refuse_unbounded_parts(part.get("content"), depth + 1)
 
 
 def _refuse_unbounded_features(protocol: str, body: dict) -> None:

@@ -108,6 +108,13 @@ def test_anthropics_tool_use_system_prompt_is_reserved(proxy, upstream):
         ("/v1/messages", {"tools": [{"type": "bash_20250124", "name": "bash"}]}, "bash_20250124"),
         ("/v1/messages", {"mcp_servers": [{"type": "url", "url": "https://example.com/sse", "name": "m"}]},
          "mcp_servers"),
+        # An image by URL is a few bytes and about 1,600 tokens, also inside a tool's result.
+        ("/v1/messages", {"messages": [
+            {"role": "user", "content": "look"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}]}],
+          "tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "image"),
         ("/v1/chat/completions", {"web_search_options": {}}, "web_search_options"),
         ("/v1/chat/completions", {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}},
          "audio"),
