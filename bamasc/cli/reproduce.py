@@ -63,7 +63,9 @@ def add_parser(commands) -> None:
                                 "by level with seed 888; all takes every task")
     reproduce.add_argument("--budgets", type=cli_args.budget_set, metavar="B,B,...",
                            help="µ$ budgets of every row (default: the `budgets` the systems declare)")
-    reproduce.add_argument("--systems", type=names, metavar="NAME,...", help="the systems to run (default: every one)")
+    reproduce.add_argument("--systems", type=names, metavar="NAME,...", help="the systems to run (default: every one but the *_reference_mode systems, which make the "
+                                "BAMAS reference's calls under its after-the-fact budget monitor, overruns "
+                                "included; name them to add their rows beside bamasc's)")
     reproduce.add_argument("--learn", type=names, metavar="NAME,...|none",
                            help="systems to train a policy for, each with a row selecting by it "
                                 "(default: every system with more than one template)")
