@@ -147,17 +147,23 @@ def build_app(settings: Settings, ledger) -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
+def _client_key(request: Request) -> str | None:
+    """The key the client sent (`x-api-key`, else a bearer `authorization`), stripped; None without one."""
+    given = request.headers.get("x-api-key")
+    if given is None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+    return given.strip()
+
+
 def _authorized(request: Request, token: bytes | None) -> bool:
     import hmac
 
     if token is None:
         return True
-    given = request.headers.get("x-api-key")
-    if given is None:
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-    return hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"), token)
+    given = _client_key(request)
+    return given is not None and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token)
 
 
 def _error(protocol: str, status: int, message: str, kind: str, field: str | None = None) -> JSONResponse:
@@ -310,7 +316,8 @@ def _json(raw: bytes) -> object:
 def _scope(request: Request, settings: Settings) -> tuple[str, float]:
     name = request.headers.get(TASK_HEADER)
     if name is None:
-        key = request.headers.get("x-api-key") or request.headers.get("authorization") or ""
+        # The key itself, not how its header spells it: one key is one scope.
+        key = _client_key(request) or ""
         name = "key-" + hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     elif not _SCOPE.match(name):
         raise Problem(400, f"{TASK_HEADER} must be 1 to 200 printable characters without spaces", TASK_HEADER)

@@ -319,6 +319,16 @@ def test_without_a_task_header_each_client_key_is_one_scope_at_the_default_budge
     assert totals["scopes"] == 1 and 0 < totals["charged"] <= BUDGET
 
 
+def test_one_client_key_is_one_scope_however_its_header_is_spelled(proxy):
+    spellings = [{"authorization": f"Bearer {TOKEN}"}, {"authorization": f"bearer {TOKEN}"},
+                 {"authorization": f"Bearer  {TOKEN}"}, {"authorization": None, "x-api-key": TOKEN}]
+    for spelling in spellings:
+        assert _post(proxy, {**GOOD, "max_tokens": 20}, {"x-bamasc-task": None, "x-bamasc-budget": None, **spelling}
+                     ).status_code == 200
+    totals = httpx.get(f"{proxy.url}/v1/budget", headers={"authorization": f"Bearer {TOKEN}"}).json()
+    assert totals["scopes"] == 1
+
+
 def _settled(proxy, scope: str) -> dict:
     """The scope once nothing is held (a stream's end is handled after the client has its last byte)."""
     import time
