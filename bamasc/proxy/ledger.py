@@ -231,7 +231,7 @@ local amount = input_cost + rate * choices * tokens
 redis.call('HINCRBYFLOAT', KEYS[1], 'held', string.format('%.17g', amount))
 redis.call('HINCRBY', KEYS[1], 'calls', 1)
 redis.call('HINCRBYFLOAT', KEYS[2], 'held', string.format('%.17g', amount))
-return {'ok', tostring(tokens), string.format('%.17g', amount), string.format('%.17g', budget)}
+return {'ok', string.format('%.0f', tokens), string.format('%.17g', amount), string.format('%.17g', budget)}
 """
 # KEYS = scope hash, totals hash, epoch key; ARGV = epoch, amount held, charged, overbilled reason ('' for none).
 _CLOSE = """

@@ -183,6 +183,10 @@ def test_the_lua_arithmetic_is_the_local_one():
                 for requested in (1, 16, 300, 5000):
                     local, shared = asyncio.run(both(budget, Cost(input_cost, 1.6, 2, requested)))
                     assert local == shared, (budget, input_cost, requested)
+        # Free output and a client's huge cap: Lua would write 1e+15 (a number Python cannot read back as tokens).
+        for requested in (10**15, 2**52 + 1):
+            local, shared = asyncio.run(both(1e12, Cost(5.0, 0.0, 1, requested)))
+            assert local == shared == (requested, 5.0)
     finally:
         server.kill()
         server.wait()
