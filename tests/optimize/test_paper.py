@@ -175,4 +175,9 @@ def test_the_paper_examples_lint_without_errors_and_only_the_documented_warnings
     # docs/paper.md: the planner templates' exact floor is above MATH's and MBPP's headline budgets,
     # and MBPP's gpt-4o-mini keeps the reference's price, below the catalogue's.
     allowed = {"gsm8k": set(), "math": {"BAM405"}, "mbpp": {"BAM405", "BAM409"}}[dataset]
-    assert {d.code for d in result.diagnostics} == allowed
+    # The framework baselines list the file's budgets though their shapes fit only the largest: each smaller
+    # listed budget is a BAM404 warning (docs/paper.md, "Baselines"), and no other system gets one.
+    listed = [d for d in result.diagnostics if d.code == "BAM404"]
+    assert listed and all(d.severity == "warning" and "_style_" in d.message and "listed budget" in d.message
+                          for d in listed)
+    assert {d.code for d in result.diagnostics} - {"BAM404"} == allowed
