@@ -302,15 +302,34 @@ class Closing:
         await asyncio.shield(task)
 
 
+# Deepest body forwarded: the JSON encoders on the way upstream run deeper in the stack than the decoder,
+# and one that hits the recursion limit there would fail a call already reserved.
+MAX_JSON_DEPTH = 128
+
+
 def _json(raw: bytes) -> object:
     try:
-        return json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise Problem(400, "the body is not UTF-8") from None
     except RecursionError:
         raise Problem(400, "the body is nested too deeply") from None
     except ValueError as problem:
         raise Problem(400, f"the body is not JSON: {str(problem)[:200]}") from None
+    if _deeper_than(data, MAX_JSON_DEPTH):
+        raise Problem(400, f"the body is nested more than {MAX_JSON_DEPTH} levels deep")
+    return data
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether JSON `value` nests more than `limit` arrays and objects (walked without recursion)."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [item for node in level if isinstance(node, (list, dict))
+                 for item in (node.values() if isinstance(node, dict) else node)]
+        if not level:
+            return False
+    return True
 
 
 def _scope(request: Request, settings: Settings) -> tuple[str, float]:

@@ -282,12 +282,18 @@ def test_hostile_requests_are_refused_before_anything_is_forwarded(proxy, upstre
     assert len(upstream.calls) == calls
 
 
-@pytest.mark.parametrize("raw", [b"{", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000, b'{"model": 1e999999}'])
+# 900 levels: the decoder reads it, the encoder on the way upstream (deeper in the stack) would not.
+_DEEP = b'{"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "x", "x": ' + b"[" * 900 + b"]" * 900 + b"}]}"
+
+
+@pytest.mark.parametrize("raw", [b"{", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000, b'{"model": 1e999999}', _DEEP])
 def test_malformed_bodies_are_400s(proxy, upstream, raw):
     calls = len(upstream.calls)
-    response = _post(proxy, None, raw=raw)
+    response = _post(proxy, None, {"x-bamasc-budget": "50000"}, raw=raw)
     assert response.status_code == 400 and "error" in response.json()
     assert len(upstream.calls) == calls
+    assert proxy.scope("hostile") == {"error": {"message": "no such scope", "type": "not_found_error",
+                                                "param": None, "code": "not_found_error"}}  # nothing reserved
 
 
 def test_a_body_past_the_cap_is_413(config, tmp_path, upstream):
