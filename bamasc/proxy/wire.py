@@ -148,7 +148,7 @@ def _refuse_unbounded_features(protocol: str, body: dict) -> None:
         for tool in tools:
             kind = tool.get("type") if isinstance(tool, dict) else None
             if kind not in (None, "custom"):
-                raise WireError(f"the `{str(kind)[:60]}` tool is defined or run by the upstream, which bills prompt "
+                raise WireError(f"the {str(kind)[:60]!r} tool is defined or run by the upstream, which bills prompt "
                                 "tokens (or uses) the proxy cannot bound before the call; send custom tools only",
                                 "tools")
     if protocol == "anthropic":

@@ -37,8 +37,10 @@ def proxy(upstream, tmp_path, monkeypatch):
 
 
 def _post(proxy, body, scope: str, budget: float, path: str = "/v1/messages") -> httpx.Response:
-    headers = {"authorization": f"Bearer {TOKEN}", "x-bamasc-task": scope, "x-bamasc-budget": f"{budget:g}"}
-    return httpx.post(f"{proxy.url}{path}", json=body, headers=headers, timeout=60)
+    headers = {"authorization": f"Bearer {TOKEN}", "x-bamasc-task": scope, "x-bamasc-budget": f"{budget:g}",
+               "content-type": "application/json"}
+    # json.dumps escapes a lone surrogate as \ud800, as a hostile client may send it.
+    return httpx.post(f"{proxy.url}{path}", content=json.dumps(body).encode(), headers=headers, timeout=60)
 
 
 def _charged(proxy, scope: str) -> float:
@@ -106,6 +108,7 @@ def test_anthropics_tool_use_system_prompt_is_reserved(proxy, upstream):
     [
         ("/v1/messages", {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "web_search_20250305"),
         ("/v1/messages", {"tools": [{"type": "bash_20250124", "name": "bash"}]}, "bash_20250124"),
+        ("/v1/messages", {"tools": [{"type": "\ud800", "name": "x"}]}, "tool is defined"),  # echoed, not UTF-8
         ("/v1/messages", {"mcp_servers": [{"type": "url", "url": "https://example.com/sse", "name": "m"}]},
          "mcp_servers"),
         # An image by URL is a few bytes and about 1,600 tokens, also inside a tool's result.
