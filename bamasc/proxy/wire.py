@@ -138,7 +138,8 @@ def _refuse_unbounded_features(protocol: str, body: dict) -> None:
     for (kind, name), why in _UNBOUNDED_FIELDS.items():
         if kind == protocol and body.get(name) not in (None, []):  # `{}` still turns a web search on
             raise WireError(f"`{name}` is not proxied: {why}, which the proxy cannot bound before the call", name)
-    if protocol == "openai" and "audio" in (body.get("modalities") or ()):
+    modalities = body.get("modalities")
+    if protocol == "openai" and isinstance(modalities, (list, str)) and "audio" in modalities:
         raise WireError("`modalities` may not ask for audio: audio output is billed at audio rates", "modalities")
     if body.get("service_tier") not in _PLAIN_TIERS:
         raise WireError(f"`service_tier` {str(body.get('service_tier'))[:40]!r} may be billed above the declared "

@@ -270,6 +270,7 @@ GOOD = {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]
         ({}, {**GOOD, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
          400, "image_url"),
         ({}, [1, 2], 400, "JSON object"),
+        ({}, {**GOOD, "modalities": ["audio"]}, 400, "modalities"),
         # A 10 MB prompt may cost far more than the scope has: refused before it is forwarded.
         ({}, {**GOOD, "messages": [{"role": "user", "content": "x " * 5_000_000}]}, 402, "prompt alone"),
     ],
