@@ -417,7 +417,7 @@ async def _stream(client, upstream: Upstream, request: Request, body: dict, clos
             await closing.keep(f"the upstream stream broke ({type(problem).__name__})", 200)
         finally:
             reply.close()
-            if reader.usage.complete and reader.done:
+            if reader.settled:
                 await closing.settle(reader.usage, 200)
             else:
                 await closing.keep("the stream ended before its usage", 200)

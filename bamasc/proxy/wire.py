@@ -303,6 +303,9 @@ class StreamReader:
         self._buffer = b""
         self._limit = limit  # one event longer than this is not read for usage (it is still passed on)
         self.done = False  # the upstream said the stream is over ([DONE], message_stop)
+        # The usage that counts the whole output came: OpenAI's usage chunk, Anthropic's message_delta (its
+        # message_start counts one output token, whatever follows).
+        self.final = False
 
     def feed(self, chunk: bytes) -> None:
         self._buffer += chunk
@@ -325,7 +328,15 @@ class StreamReader:
             return
         if isinstance(data, dict) and data.get("type") == "message_stop":
             self.done = True
-        self.usage.most(read_usage(self.protocol, data))
+        found = read_usage(self.protocol, data)
+        self.usage.most(found)
+        if found.completion is not None and (self.protocol == "openai" or data.get("type") == "message_delta"):
+            self.final = True
+
+    @property
+    def settled(self) -> bool:
+        """Whether the stream ended as the protocol ends one, having reported the usage of its whole output."""
+        return self.done and self.final and self.usage.complete
 
 
 def error_body(protocol: str, message: str, kind: str, field: str | None = None) -> dict:

@@ -30,7 +30,7 @@ def proxy(upstream, tmp_path, monkeypatch):
     cached = (f"model cached {{\n  provider = anthropic\n  name = \"claude-haiku-4-5-cachewrite\"\n"
               f"  base_url = \"{upstream.url}\"\n  api_key = env(\"UPSTREAM_KEY\")\n  tier = 1\n"
               f"  price {{ input = 1.0  output = 5.0  cache_write = 1.25 }}\n}}\n")
-    path.write_text(config_text(upstream.url, suffixes=("", "-legacy")) + cached, encoding="utf-8")
+    path.write_text(config_text(upstream.url, suffixes=("", "-legacy", "-nodelta")) + cached, encoding="utf-8")
     server = ThreadProxy(str(path), trace=str(tmp_path / "trace.jsonl"))
     yield server
     server.stop()
@@ -80,6 +80,23 @@ def test_a_stream_is_charged_the_cache_writes_its_first_event_reported(proxy, up
         time.sleep(0.02)
     # message_start reported 20,002 tokens written to the cache (1.25 µ$ each); message_delta left them null.
     assert _charged(proxy, "streamed-write") == pytest.approx(20_002 * 1.25 + 100 * 5.0)
+
+
+def test_an_anthropic_stream_without_its_final_usage_keeps_its_hold(proxy, upstream):
+    # message_start counts 1 output token; without message_delta's count the output's bill is unknown.
+    body = {"model": "claude-haiku-4-5-nodelta", "max_tokens": 300, "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream("POST", f"{proxy.url}/v1/messages", json=body, timeout=60,
+                      headers={"authorization": f"Bearer {TOKEN}", "x-bamasc-task": "no-delta",
+                               "x-bamasc-budget": "40000"}) as response:
+        assert response.status_code == 200
+        response.read()
+    for _ in range(500):  # the stream's end is handled after the client has its last byte
+        if proxy.scope("no-delta")["held"] == 0:
+            break
+        time.sleep(0.02)
+    assert upstream.calls[-1]["completion"] == 300
+    assert _charged(proxy, "no-delta") >= 300 * 5.0  # at least what the upstream billed for its output
 
 
 def test_a_one_hour_cache_write_is_refused(proxy, upstream):

@@ -11,7 +11,8 @@ The model name picks a behaviour: `...-overbill` reports twice the cap,
 answers 500, `...-hang` never answers, `...-cachewrite` bills every UTF-8 byte of
 the prompt's text as a token written to Anthropic's cache (the most any tokenizer
 emits, at the cache-write rate), `...-legacy` reads only `max_tokens` (as older
-OpenAI-compatible servers do), writing its own default without it.
+OpenAI-compatible servers do), writing its own default without it, `...-nodelta`
+streams Anthropic events whose message_delta carries no usage.
 
 Like Anthropic, it bills a request with tools ANTHROPIC_TOOL_PROMPT tokens of
 the tool-use system prompt it adds (the count Anthropic documents for its
@@ -189,9 +190,12 @@ class Upstream:
             yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
         yield event("content_block_stop", {"index": 0})
         # The cumulative usage; fields it does not repeat are null (the API's MessageDeltaUsage).
-        yield event("message_delta", {"delta": {"stop_reason": "max_tokens", "stop_sequence": None},
-                                      "usage": {"input_tokens": prompt - written, "cache_creation_input_tokens": None,
-                                                "cache_read_input_tokens": None, "output_tokens": completion}})
+        delta = {"delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+                 "usage": {"input_tokens": prompt - written, "cache_creation_input_tokens": None,
+                           "cache_read_input_tokens": None, "output_tokens": completion}}
+        if model.endswith("-nodelta"):
+            del delta["usage"]
+        yield event("message_delta", delta)
         yield event("message_stop", {})
 
     # ------------------------------------------------------------ running it
