@@ -153,3 +153,15 @@ def run_extras(program, model_names, offline: bool) -> list:
     from bamasc.extras import for_providers
 
     return [] if offline else for_providers(program.models[name].provider for name in model_names)
+
+
+def bearer_token(report: Report, args, no_auth_warning: str) -> bytes | None:
+    """The token clients must send, from the variable `--token-env` names; None with `--no-auth`, after the warning."""
+    if args.no_auth:
+        output.warning(no_auth_warning)
+        return None
+    value = os.environ.get(args.token_env, "")
+    if not value.strip():
+        output.usage(report, f"--token-env {args.token_env}: the environment variable is not set or empty")
+        return None
+    return value.strip().encode("utf-8", "surrogateescape")

@@ -58,7 +58,8 @@ def run(args) -> int:
     if not os.path.isfile(args.config):
         output.usage(report, f"no such file: {args.config} (give --config FILE, a .bam file declaring the models)")
         return report.return_code
-    token = _token(report, args)
+    token = inputs.bearer_token(report, args, "proxying without authentication (--no-auth): anyone who reaches the "
+                                              "port can spend the budgets")
     if report.return_code:
         return report.return_code
     if args.trace and not inputs.writable(report, args.trace, "the trace"):
@@ -173,14 +174,3 @@ def _settings(report: Report, args, token):
     models = {id(upstream.model): upstream.model for upstream in upstreams.values()}.values()
     return Settings(upstreams, budget, token, max_body=args.max_body, timeout=args.timeout, exact=exact,
                     limiter=limiter_for(models))
-
-
-def _token(report: Report, args) -> bytes | None:
-    if args.no_auth:
-        output.warning("proxying without authentication (--no-auth): anyone who reaches the port can spend the budgets")
-        return None
-    value = os.environ.get(args.token_env, "")
-    if not value.strip():
-        output.usage(report, f"--token-env {args.token_env}: the environment variable is not set or empty")
-        return None
-    return value.strip().encode("utf-8", "surrogateescape")

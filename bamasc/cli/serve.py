@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from bamasc.cli import args as cli_args
 from bamasc.cli import inputs, output
 from bamasc.cli.report import Report
@@ -57,7 +55,8 @@ def run(args) -> int:
     if args.fake_latency is not None and args.fake is None:
         output.usage(report, "--fake-latency needs --fake")
         return report.return_code
-    token = _token(report, args)
+    token = inputs.bearer_token(report, args, "serving without authentication (--no-auth): anyone who reaches the "
+                                              "port can spend the budget")
     if report.return_code:
         return report.return_code
     if args.trace and not inputs.writable(report, args.trace, "the trace"):
@@ -103,18 +102,6 @@ def run(args) -> int:
     finally:
         sock.close()
     return report.return_code
-
-
-def _token(report: Report, args) -> bytes | None:
-    """The bearer token from the variable named, or None with --no-auth (with a warning)."""
-    if args.no_auth:
-        output.warning("serving without authentication (--no-auth): anyone who reaches the port can spend the budget")
-        return None
-    value = os.environ.get(args.token_env, "")
-    if not value.strip():
-        output.usage(report, f"--token-env {args.token_env}: the environment variable is not set or empty")
-        return None
-    return value.strip().encode("utf-8", "surrogateescape")
 
 
 def _installed(util, module: str) -> bool:
