@@ -59,17 +59,21 @@ async def _fire(server: Server, count: int, stop_after: int | None = None) -> li
 
 def test_kill_9_and_restart_keep_the_total_and_every_answer(tmp_path):
     plan = compiled_plan(str(tmp_path))
-    trace = str(tmp_path / "ledger.jsonl")
-    options = ("--fake", "verbose", "--fake-latency", "0.2", "--concurrency", "4", "--total-budget", f"{TOTAL:g}",
-               "--trace", trace)
-
-    first = Server(plan, *options)
-    try:
-        before = asyncio.run(_fire(first, 12, stop_after=3))
-    finally:
-        first.kill()
-    assert len([a for a in before if a["code"] == 200]) >= 3
-    _, left_open, _ = _ledger(trace)
+    # On a loaded machine the kill may land between calls, with nothing in flight: that run proves less, so
+    # it is tried again on a fresh trace (the kill with calls in flight is the case under test).
+    for attempt in range(4):
+        trace = str(tmp_path / f"ledger-{attempt}.jsonl")
+        options = ("--fake", "verbose", "--fake-latency", "0.2", "--concurrency", "4", "--total-budget",
+                   f"{TOTAL:g}", "--trace", trace)
+        first = Server(plan, *options)
+        try:
+            before = asyncio.run(_fire(first, 12, stop_after=3))
+        finally:
+            first.kill()
+        assert len([a for a in before if a["code"] == 200]) >= 3
+        _, left_open, _ = _ledger(trace)
+        if left_open:
+            break
     assert left_open, "tasks were in flight at the kill: their reservations are in the trace, unsettled"
     spent_at_kill = _spent(trace)
     assert spent_at_kill <= TOTAL
