@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bamasc.ir.requests import EVERY, Card, Decision, FlowValue, Note, Seats, Walk, one, seat_decision
+from bamasc.ir.requests import EVERY, Card, Decision, FlowValue, steps_value, Note, Seats, Walk, one, seat_decision
 from bamasc.records import replace
 from bamasc.syntax import ast
 
@@ -238,7 +238,7 @@ def reference_dynamic(walker, node: ast.Dynamic) -> Walk:
         read = [ran[j] for j in (range(step) if reads is EVERY else reads)]
         inputs = base + (("plan", one(plan.id)), ("step", Card(plan.id, step)))
         if read:
-            inputs += (("previous", _steps(read)),)
+            inputs += (("previous", steps_value(read)),)
         made = []
         for slot in open_seats:
             walker.alternative = outer + ((seat_decision(plan.id, step), slot),)
@@ -252,16 +252,10 @@ def reference_dynamic(walker, node: ast.Dynamic) -> Walk:
     steps = tuple(node_ for made in ran for node_ in made)
     formatter = node.formatter.name if node.formatter else None
     if formatter and walker.count(formatter) and steps:
-        call = _exempt(walker.call(formatter, 0, "format", base + (("steps", _steps(ran)),), None, "dynamic"))
+        call = _exempt(walker.call(formatter, 0, "format", base + (("steps", steps_value(ran)),), None, "dynamic"))
         yield call
         return one(call.id)
     if cards is EVERY:
         return FlowValue(nodes=steps, one_of=True)
     return FlowValue(nodes=ran[-1] if ran else ())
 
-
-def _steps(ran: list[tuple[str, ...]]) -> FlowValue:
-    """The results of these steps as a list: one item per step, whichever of its calls ran."""
-    return FlowValue(
-        nodes=tuple(node for made in ran for node in made), many=True, either=tuple(made for made in ran if len(made) > 1)
-    )

@@ -152,3 +152,10 @@ def seat_decision(plan: str, step: int) -> str:
 
 def one(node: str) -> FlowValue:
     return FlowValue(nodes=(node,))
+
+
+def steps_value(ran: list[tuple[str, ...]]) -> FlowValue:
+    """The results of these steps as a list: one item per step, whichever of its calls ran."""
+    return FlowValue(
+        nodes=tuple(node for made in ran for node in made), many=True, either=tuple(made for made in ran if len(made) > 1)
+    )
