@@ -30,6 +30,7 @@ import re
 
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.source import SourceFile, Span
+from bamasc.syntax import forms
 from bamasc.syntax.lalr import Node, ParseFailure, Token, parse
 from bamasc.syntax.parser import parse_source
 
@@ -344,6 +345,8 @@ def _count(node) -> str:
 def _flow(node) -> str:
     kind = node.data
     children = node.children
+    if (added := forms.form(kind)) is not None:
+        return added.layout(children, _flow)
     if kind == "slot_call":
         slot, *args = children
         return f"{slot.value}({', '.join(arg.value for arg in args)})"

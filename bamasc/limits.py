@@ -29,6 +29,11 @@ MAX_COUNT_VECTORS = 4096
 # Slot-count combinations of the slots one flow statement names: the binder unrolls the statement
 # at each, so lint refuses more (BAM503) before compile has to.
 MAX_STATEMENT_UNITS = 4096
+# A plan's steps, and a conversation's rounds and turns: a conversation's turn k reads turns 1..k-1,
+# so its reads grow with the square of its turns.
+MAX_STEPS = 64
+MAX_ROUNDS = 16
+MAX_TURNS = 256
 # Seconds, for a model's `latency` (first token, and per output token) and a system's `deadline`: one day.
 MAX_SECONDS = 86_400.0
 # A model's `tokens_per_s`: a billion, far past any server.

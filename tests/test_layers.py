@@ -20,7 +20,7 @@ RANK = {
     "source": 1,
     "diagnostics": 2,
     "syntax": 3,
-    "program": 4, "loader": 4, "catalog": 4, "fmt": 4,
+    "program": 4, "loader": 4, "catalog": 4, "fmt": 4, "combinators": 4,
     "check": 5,
     "ir": 6,
     "lint": 7, "optimize": 7,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bamasc.check.caps import check_caps
 from bamasc.check.latency import check_deadlines
 from bamasc.check.catalog_prices import check_catalog_prices
-from bamasc.check.conversations import check_conversations
+from bamasc.check.flow_roles import check_flow_roles
 from bamasc.check.models import read_model
 from bamasc.program import Program
 from bamasc.check.prompts import check_prompts
@@ -26,7 +26,7 @@ _READERS = {
 }
 
 # Passes over a program whose declarations all resolved; each returns diagnostics.
-PASSES = (check_references, check_sizes, check_deadlines, check_catalog_prices, check_conversations)
+PASSES = (check_references, check_sizes, check_deadlines, check_catalog_prices, check_flow_roles)
 # Passes that need a program free of errors (they compute with its values).
 COMPUTING_PASSES = (check_caps,)
 

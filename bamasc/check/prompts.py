@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from bamasc.check.attributes import did_you_mean
+from bamasc.combinators import CallSite, unit_of
 from bamasc.diagnostics import Diagnostic, error, warning
-from bamasc.records import record
 from bamasc.source import Span
 from bamasc.syntax import ast
 
@@ -78,82 +78,13 @@ def _unshown(call: ast.SlotCall, sites, role_of, shown) -> list[Diagnostic]:
     return diagnostics
 
 
-@record
-class CallSite:
-    """One slot a flow statement calls, and the placeholder names its calls fill.
-
-    `always` is what every call of the slot there receives; `sometimes` adds
-    what only later calls receive (the `previous` of a chain's second call on).
-    """
-
-    slot: str
-    call: ast.SlotCall
-    span: Span
-    always: frozenset[str]
-    sometimes: frozenset[str]
-
-
 def call_sites(expr, optional: frozenset[str] = frozenset()) -> list[CallSite]:
-    """The calls of one flow expression, with what the interpreter passes each (runtime/interpreter.py).
+    """The calls of one flow expression, with what the interpreter passes each (its unit's `sites`).
 
     `optional` names the slots that may have no instance: a conversation's
     turn has a transcript for certain only when a speaker before it always speaks.
     """
-    if isinstance(expr, ast.Converse):
-        return _speakers(expr, optional)
-    if isinstance(expr, ast.Route):
-        return [site for part in route_parts(expr) for site in call_sites(part, optional)]
-    call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
-    if call is None:
-        return []
-    args = frozenset(arg.name for arg in call.args)
-
-    def site(slot, span, always=(), sometimes=()):
-        return CallSite(slot, call, span, args | set(always), args | set(always) | set(sometimes))
-
-    if isinstance(expr, ast.Chain):
-        # A reference chain's second call reads the first's output, later ones every earlier one.
-        return [site(call.slot, call.span, sometimes=("previous", "earlier") if expr.reference else ("previous",))]
-    if isinstance(expr, ast.Parallel) and expr.reference:
-        return [site(call.slot, call.span, sometimes=("part",))]  # one call, below two instances, has no part
-    if isinstance(expr, ast.Refine) and expr.reference:  # the reference's second draft reads only the verdict
-        return [
-            site(call.slot, call.span, sometimes=("feedback",)),
-            site(expr.critic.name, expr.critic.span, always=("solution",)),
-        ]
-    if isinstance(expr, ast.Refine):
-        return [
-            site(call.slot, call.span, sometimes=("solution", "feedback")),
-            site(expr.critic.name, expr.critic.span, always=("solution",)),
-        ]
-    if isinstance(expr, ast.Dynamic):
-        # Every seat may get any step: the first reads no earlier step, later ones may.
-        sites = [site(call.slot, call.span, always=("seats",))]
-        sites += [site(seat.name, seat.span, always=("plan", "step"), sometimes=("previous",)) for seat in expr.seats]
-        if expr.formatter is not None:
-            sites.append(site(expr.formatter.name, expr.formatter.span, always=("steps",)))
-        return sites
-    if isinstance(expr, ast.Plan):
-        sites = [
-            site(call.slot, call.span, sometimes=("feedback",)),
-            site(expr.executor.name, expr.executor.span, always=("plan", "step"), sometimes=("previous",)),
-        ]
-        if expr.critic is not None:
-            sites.append(site(expr.critic.name, expr.critic.span, always=("solution",)))
-        return sites
-    return [site(call.slot, call.span)]
-
-
-def _speakers(expr: ast.Converse, optional: frozenset[str]) -> list[CallSite]:
-    sites = []
-    spoken = False  # some earlier speaker always has an instance, so a turn always came before
-    for call in expr.calls:
-        args = frozenset(arg.name for arg in call.args)
-        # Later rounds give every speaker a transcript; the first round may not.
-        always = args | {"transcript"} if spoken else args
-        sites.append(CallSite(call.slot, call, call.span, always, args | {"transcript"}))
-        spoken = spoken or call.slot not in optional
-    return sites
+    return unit_of(expr).sites(expr, optional)
 
 
 def _unfilled(site: CallSite, role: str, names: dict[str, bool]) -> list[Diagnostic]:
@@ -191,11 +122,9 @@ def _flow_inputs(modules) -> dict[str, set[str]]:
 
 
 def route_parts(expr) -> list:
-    """A flow expression as the expressions that each pass their own arguments: a route is its
-    router's call and the parts of each branch; anything else is itself."""
-    if not isinstance(expr, ast.Route):
-        return [expr]
-    return [expr.call, *(part for branch in expr.branches for part in route_parts(branch.expr))]
+    """A flow expression as the expressions that each pass their own arguments (its unit's
+    `parts`): a route is its router's call and the parts of each branch; anything else is itself."""
+    return unit_of(expr).parts(expr)
 
 
 def _flow_parts(modules):

@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import math
 
+from bamasc.combinators import unit_of
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.limits import MAX_STATEMENT_UNITS
 from bamasc.program import Program, Topology
 from bamasc.source import Span
-from bamasc.syntax import ast
 
 
 def statement_slots(topology: Topology, expression) -> set[str]:
-    """The slots a flow statement names (its call, and a critic or executor), whose counts shape it."""
+    """The slots a flow statement names (its calls, and a critic, executor, seat or formatter),
+    whose counts shape it (its unit's `occurrences`)."""
     names = {slot.name for slot in topology.slots}
-    found: set[str] = set()
-
-    def visit(node) -> None:
-        if isinstance(node, ast.SlotCall):
-            found.add(node.slot)
-        for field in getattr(node, "__record_fields__", ()):
-            value = getattr(node, field)
-            if isinstance(value, ast.Ident) and value.name in names and field != "drafts":
-                found.add(value.name)
-            elif hasattr(value, "__record_fields__") and not isinstance(value, ast.Ident):
-                visit(value)
-
-    visit(expression)
-    return found & names
+    return {name.name for name in unit_of(expression).occurrences(expression) if name.kind == "slot"} & names
 
 
 def too_many_units(topology: Topology) -> tuple[str, Span] | None:

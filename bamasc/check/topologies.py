@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from bamasc.check.attributes import LIMITS_HINT, did_you_mean, out_of_range, shown
 from bamasc.check.linear import NotLinear, linear_row
-from bamasc.check.dynamic import check_dynamic
-from bamasc.check.routes import check_route
+from bamasc.combinators import unit_of
 from bamasc.program import Slot, Topology
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.limits import MAX_REQUIRE_CONSTANT, MAX_TIER, written
@@ -13,12 +12,9 @@ from bamasc.syntax import ast
 
 # Names every flow may read without defining them.
 FLOW_INPUTS = ("task",)
-# Upper limits that keep every unrolled call graph small enough to bound and to bind.
+# Upper limits that keep every unrolled call graph small enough to bound and to bind (and
+# limits.MAX_STEPS, MAX_ROUNDS, MAX_TURNS, which the combinators check).
 MAX_INSTANCES = 64
-MAX_STEPS = 64
-# A conversation's turn k reads turns 1..k-1, so its reads grow with the square of its turns.
-MAX_ROUNDS = 16
-MAX_TURNS = 256
 
 
 def read_topology(decl: ast.TopologyDecl, diagnostics: list[Diagnostic]) -> Topology:
@@ -196,82 +192,9 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
         for arg in node.args:
             value_ref(arg.name, arg.span)
 
-    def expression(node) -> str:
-        if isinstance(node, ast.SlotCall):
-            call(node)
-            slot = slot_by_name.get(node.slot)
-            if slot is not None and slot.hi > 1:
-                diagnostics.append(
-                    error(
-                        "BAM307",
-                        f"'{node.slot}(...)' calls one instance, but slot '{node.slot}' may have up to {slot.hi}",
-                        node.span,
-                        hint=f"use `chain {node.slot}(...)` or `parallel {node.slot}(...)`, or give the slot range [1..1]",
-                    )
-                )
-            return "single"
-        if isinstance(node, ast.Ref):
-            return value_ref(node.name, node.span) or "single"
-        if isinstance(node, ast.Chain):
-            call(node.call)
-            return "single"
-        if isinstance(node, ast.Parallel):
-            call(node.call)
-            return "list"
-        if isinstance(node, ast.Vote):
-            kind = value_ref(node.drafts.name, node.drafts.span)
-            if kind is not None and kind != "list":
-                diagnostics.append(
-                    error(
-                        "BAM307",
-                        f"vote needs a list of drafts, and '{node.drafts.name}' is a single value",
-                        node.drafts.span,
-                        hint="vote over the result of `parallel`",
-                    )
-                )
-            return "single"
-        if isinstance(node, ast.Refine):
-            call(node.call)
-            slot_ref(node.critic.name, node.critic.span)
-            if node.critic.name == node.call.slot:
-                diagnostics.append(
-                    error(
-                        "BAM307",
-                        f"slot '{node.critic.name}' cannot audit its own drafts",
-                        node.critic.span,
-                        hint="declare a separate critic slot, e.g. `slot critic : Critic [1..2]`",
-                    )
-                )
-            return "single"
-        if isinstance(node, ast.Plan):
-            call(node.call)
-            slot_ref(node.executor.name, node.executor.span)
-            if node.critic is not None:
-                slot_ref(node.critic.name, node.critic.span)
-            if not node.max_steps.is_integer or not 1 <= node.max_steps.value <= MAX_STEPS:
-                diagnostics.append(
-                    error(
-                        "BAM207",
-                        f"max_steps must be a whole number from 1 to {MAX_STEPS}, not {node.max_steps.text}",
-                        node.max_steps.span,
-                    )
-                )
-            return "list"
-        if isinstance(node, ast.Dynamic):
-            return check_dynamic(node, call, slot_ref, slot_by_name, MAX_STEPS, diagnostics)
-        if isinstance(node, ast.Converse):
-            for speaker in node.calls:
-                call(speaker)
-            if node.approver is not None:
-                slot_ref(node.approver.name, node.approver.span)
-            _check_conversation(node, slot_by_name, diagnostics)
-            return "list"
-        if isinstance(node, ast.Route):
-            return check_route(node, expression, call, slot_by_name, diagnostics)
-        raise AssertionError(node)
-
+    flow = _FlowCheck(diagnostics, call, slot_ref, value_ref, slot_by_name.get)
     for statement in statements:
-        kind = expression(statement.expr)
+        kind = flow.expression(statement.expr)
         if isinstance(statement, ast.Bind):
             if statement.name in defined:
                 diagnostics.append(
@@ -296,81 +219,12 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
             )
 
 
-def _check_conversation(node: ast.Converse, slot_by_name, diagnostics) -> None:
-    """Speakers once each, a round limit within the limits, and a termination that can end it early."""
-    speakers: dict[str, ast.SlotCall] = {}
-    for speaker in node.calls:
-        if speaker.slot in speakers:
-            diagnostics.append(
-                error(
-                    "BAM307",
-                    f"slot '{speaker.slot}' speaks twice in this conversation",
-                    speaker.span,
-                    Note("first named here", speakers[speaker.slot].span),
-                    hint="every instance of a speaker takes a turn each round; name each slot once",
-                )
-            )
-        speakers.setdefault(speaker.slot, speaker)
-    rounds = node.max_rounds
-    if rounds is None:
-        diagnostics.append(
-            error(
-                "BAM311",
-                "this conversation has no round limit, so its cost has no bound",
-                node.span,
-                hint="end it with `max_rounds N`, as in `converse a(task), b(task) until b approves max_rounds 3`",
-            )
-        )
-        return
-    if not rounds.is_integer or not 1 <= rounds.value <= MAX_ROUNDS:
-        diagnostics.append(
-            error("BAM207", f"max_rounds must be a whole number from 1 to {MAX_ROUNDS}, not {rounds.text}", rounds.span)
-        )
-        return
-    widest = [slot_by_name[name].hi for name in speakers if name in slot_by_name]
-    turns = int(rounds.value) * sum(widest)
-    if turns > MAX_TURNS:
-        diagnostics.append(
-            error(
-                "BAM207",
-                f"this conversation may take {turns} turns ({rounds.text} rounds of up to {sum(widest)}), "
-                f"beyond the limit of {MAX_TURNS}",
-                rounds.span,
-                hint="fewer rounds or fewer instances: every turn reads every turn before it",
-            )
-        )
-    if node.marker is not None and not node.marker.value:
-        diagnostics.append(
-            error("BAM307", "an empty marker is in every output: the conversation would stop after its first turn", node.marker.span)
-        )
-    _check_termination(node, list(speakers), slot_by_name, int(rounds.value), diagnostics)
+class _FlowCheck:
+    """What a combinator's unit may ask while the flow is checked (combinators.FlowCheck)."""
 
+    def __init__(self, diagnostics, call, slot_ref, value_ref, slot):
+        self.diagnostics = diagnostics
+        self.call, self.slot_ref, self.value_ref, self.slot = call, slot_ref, value_ref, slot
 
-def _check_termination(node: ast.Converse, speakers: list[str], slot_by_name, rounds: int, diagnostics) -> None:
-    approver = node.approver
-    if approver is not None and approver.name in slot_by_name and approver.name not in speakers:
-        diagnostics.append(
-            error(
-                "BAM312",
-                f"'{approver.name}' never takes a turn in this conversation, so it can never approve",
-                approver.span,
-                hint=f"add `{approver.name}(...)` to the speakers, or stop on one of them: {', '.join(speakers)}",
-            )
-        )
-        return
-    if approver is None and node.marker is None:
-        return
-    # Checks come after the approver's turns, or after every turn for a marker.
-    checked = [name for name in speakers if name in slot_by_name and (node.marker is not None or name == approver.name)]
-    last = speakers[-1] if speakers else None
-    only_at_the_end = rounds == 1 and checked == [last] and last in slot_by_name and slot_by_name[last].hi <= 1
-    if only_at_the_end:
-        what = f"'{approver.name}' approves" if approver is not None else "the marker appears"
-        diagnostics.append(
-            warning(
-                "BAM312",
-                f"the conversation ends after its last turn anyway, so stopping when {what} never ends it early",
-                (approver or node.marker).span,
-                hint="allow more rounds with `max_rounds`, or drop the `until` clause",
-            )
-        )
+    def expression(self, node) -> str:
+        return unit_of(node).check(node, self)

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 from bamasc.ir.tokens import list_tokens
 from bamasc.ir.alternatives import Choice, Path
-from bamasc.ir.dynamic import same_plan
-from bamasc.ir.requests import Note
+from bamasc.combinators.dynamic import same_plan
+from bamasc.combinators.requests import Note
 from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, seat_decision, walk
 from bamasc.program import Topology
 from bamasc.records import record, replace

@@ -9,6 +9,7 @@ from bamasc.check.prompts import BUILTIN_PLACEHOLDERS
 from bamasc.check.roles import ROLE_ATTRIBUTES
 from bamasc.check.systems import REWARD_ATTRIBUTES, SYSTEM_ATTRIBUTES
 from bamasc.check.topologies import FLOW_INPUTS
+from bamasc.combinators import unit_of
 from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, ON_EXHAUSTED, PROVIDERS, READS, SELECTIONS
 from bamasc.records import record
 from bamasc.syntax import ast
@@ -202,8 +203,7 @@ def _passed(modules: dict, role: str) -> list[str]:
             slots = {slot.name for slot in decl.slots if slot.role == role}
             for flow in decl.flows:
                 for statement in flow.statements:
-                    expr = statement.expr
-                    call = expr if isinstance(expr, ast.SlotCall) else getattr(expr, "call", None)
-                    if call is not None and call.slot in slots:
-                        names += [arg.name for arg in call.args if arg.name not in names]
+                    for call in unit_of(statement.expr).calls(statement.expr):
+                        if call.slot in slots:
+                            names += [arg.name for arg in call.args if arg.name not in names]
     return names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bamasc.combinators import unit_of
 from bamasc.records import record
 from bamasc.source import Span
 from bamasc.syntax import ast
@@ -88,35 +89,11 @@ def _topology(decl: ast.TopologyDecl) -> list[Occurrence]:
 
 
 def _expression(expr, slot, value) -> list[Occurrence]:
-    found = []
-    call = getattr(expr, "call", None) if not isinstance(expr, ast.SlotCall) else expr
-    if call is not None:
-        found.append(slot(call.slot, call.slot_span))
-        found.extend(value(arg) for arg in call.args)
-    if isinstance(expr, ast.Ref):
-        found.append(value(ast.Ident(expr.name, expr.span)))
-    elif isinstance(expr, ast.Vote):
-        found.append(value(expr.drafts))
-    elif isinstance(expr, ast.Refine):
-        found.append(slot(expr.critic.name, expr.critic.span))
-    elif isinstance(expr, ast.Converse):
-        for speaker in expr.calls:
-            found.append(slot(speaker.slot, speaker.slot_span))
-            found.extend(value(arg) for arg in speaker.args)
-        if expr.approver is not None:
-            found.append(slot(expr.approver.name, expr.approver.span))
-    elif isinstance(expr, ast.Plan):
-        found.append(slot(expr.executor.name, expr.executor.span))
-        if expr.critic is not None:
-            found.append(slot(expr.critic.name, expr.critic.span))
-    elif isinstance(expr, ast.Dynamic):
-        found.extend(slot(seat.name, seat.span) for seat in expr.seats)
-        if expr.formatter is not None:
-            found.append(slot(expr.formatter.name, expr.formatter.span))
-    elif isinstance(expr, ast.Route):
-        for branch in expr.branches:
-            found.extend(_expression(branch.expr, slot, value))
-    return found
+    """The slot and flow names written in one flow expression (its unit's `occurrences`)."""
+    return [
+        slot(name.name, name.span) if name.kind == "slot" else value(ast.Ident(name.name, name.span))
+        for name in unit_of(expr).occurrences(expr)
+    ]
 
 
 def _counts(node) -> list[ast.Count]:

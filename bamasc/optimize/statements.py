@@ -12,7 +12,7 @@ A statement is *padded* when its calls at any count are those it makes at the
 largest counts, minus the calls of instances that do not exist then, with reads
 of missing calls dropped (`chain`, `parallel` and plain calls are). The MILP
 then prices it from its largest unroll alone: a missing seat has no model, so
-its calls cost nothing. The combinators `ir/walk.PADDED` names are taken as
+its calls cost nothing. The combinators `ir/walk.padded` says are padded are taken as
 padded at once; any other statement's unrolls are compared to find out.
 Statements that are not padded (`refine`, `plan`, whose instances rotate with
 the counts) keep one unroll per count vector.
@@ -28,7 +28,7 @@ from collections import Counter
 
 from bamasc.ir.tokens import template_tokens
 from bamasc.ir.unroll import CallNode, by_branch, unroll
-from bamasc.ir.walk import PADDED
+from bamasc.ir.walk import padded
 from bamasc.program import Program, System, Topology
 from bamasc.records import record, replace
 
@@ -123,8 +123,8 @@ class Flow:
         self.slots = [
             tuple(sorted({s for s, _ in _seats_called(top.get(i, ()), self.index)})) for i in range(len(topology.flow))
         ]
-        # Statements of combinators known to be padded (ir/walk.PADDED) need no comparison.
-        self.known_padded = [trust_padded and type(st.expr).__name__ in PADDED for st in topology.flow]
+        # Statements whose combinator is known to be padded (ir/walk.padded) need no comparison.
+        self.known_padded = [trust_padded and padded(st.expr) for st in topology.flow]
         self._units: dict = {}
         self._statements: dict = {}
         self._splits: dict = {}

@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 
 from bamasc.check.linear import linear_row
+from bamasc.combinators import unit_of
+from bamasc.combinators.dynamic import seat_step
 from bamasc.ir.bounds import call_bounds, worst_case_cost
-from bamasc.ir.dynamic import seat_step
 from bamasc.ir.graph import critical_path
 from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
 from bamasc.plan.build import DEADLINE_ROW, source_label
 from bamasc.plan.render import pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
-from bamasc.syntax import ast
 from bamasc.words import counted
 
 
@@ -161,7 +161,7 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         text_table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),
         *route_lines(template),
         *latency_lines(template),
-        *conversation_lines(program, template),
+        *flow_lines(program, template),
         "",
         "Seats (what each alternative model would do to the bound):",
     ]
@@ -220,27 +220,10 @@ def latency_lines(template: TemplatePlan) -> list[str]:
     ]
 
 
-def conversation_lines(program, template: TemplatePlan) -> list[str]:
-    """Each conversation's turns in order, and the turns after which it may stop."""
+def flow_lines(program, template: TemplatePlan) -> list[str]:
+    """What each flow statement's unit adds (a conversation: its turns and where it may stop)."""
     topology = program.topologies.get(template.name)
     lines = []
     for index, statement in enumerate(topology.flow if topology else ()):
-        node = statement.expr
-        if not isinstance(node, ast.Converse):
-            continue
-        turns = [n for n in template.nodes if n.combinator == "converse" and n.id.split("@")[1].split(".")[0] == str(index)]
-        if not turns:
-            continue
-        if node.approver is not None:
-            stops = [t.id for t in turns[:-1] if t.slot == node.approver.name]
-            why = f"if {node.approver.name} approves"
-        elif node.marker is not None:
-            stops = [t.id for t in turns[:-1]]
-            why = f"if its output holds {node.marker.raw}"
-        else:
-            stops, why = [], ""
-        rounds = int(node.max_rounds.value)
-        lines += ["", f"Conversation (statement {index + 1}): {len(turns)} turns in at most {rounds} rounds"]
-        lines += [f"  {turn.id}" + ("  <- may stop here " + why if turn.id in stops else "") for turn in turns]
-        lines.append(f"  (the round limit ends it after {turns[-1].id})")
+        lines += unit_of(statement.expr).explain(statement.expr, index, template.nodes)
     return lines

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bamasc.ir.dynamic import seat_step
+from bamasc.combinators.dynamic import seat_step
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 
 

@@ -24,10 +24,12 @@ import time
 
 from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
-from bamasc.ir.requests import Note
+from bamasc.combinators import answer
+from bamasc.combinators.requests import Note
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, Seats, walk
 from bamasc.prices import Usage
-from bamasc.runtime.extract import MalformedPlan, approved, card_choice, chosen_branch, extract_answer, majority
+from bamasc.runtime.answers import Answers
+from bamasc.runtime.extract import extract_answer
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.limiter import Pace, TurnTooLate
@@ -328,29 +330,8 @@ class TaskRun:
                 reply = await self.call(request)
 
     def decide(self, decision: Decision):
-        if decision.kind in ("task", "reference vote"):
-            if (answer := reference_mode.decide(self, decision)) is None:
-                raise BudgetExhausted(decision.kind)
-            return answer
-        if decision.kind == "approved":
-            return approved(self.outputs[decision.of].text)
-        if decision.kind == "mentions":
-            return decision.marker in self.outputs[decision.of].text
-        if decision.kind in ("steps", "seat", "reads"):
-            plan = self.outputs[decision.of]
-            try:
-                found = card_choice(decision, plan.text)
-            except MalformedPlan as problem:
-                raise TaskError(f"malformed plan from {plan.node}: {problem}") from None
-            if decision.kind == "steps":
-                self.cards[plan.node] = found
-            return len(found) if decision.kind == "steps" else found
-        if decision.kind == "branch":
-            branch = chosen_branch(self.outputs[decision.of].text, decision.among, decision.fallback)
-            if branch is None:  # the walker reads None as every branch: fail the task instead
-                raise TaskError(f"router {decision.of} named none of {', '.join(decision.among)}, and the route has no 'otherwise'")
-            return branch
-        return majority(self.system.answer, [self.outputs[node] for node in decision.among]).node
+        """The answer to `decision`, as the unit that asks it reads this run's outputs."""
+        return answer(decision, Answers(self))
 
     async def parallel(self, requests) -> list[Output]:
         calls = [asyncio.ensure_future(self.call(request)) for request in requests]

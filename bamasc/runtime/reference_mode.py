@@ -1,9 +1,9 @@
 """What `reference` combinators ask of a run: the task tests, the reference's vote, and which calls
-the after-the-fact budget check never stops (ir/reference.py says what each combinator calls)."""
+the after-the-fact budget check never stops (combinators/reference.py says what each combinator calls)."""
 
 from __future__ import annotations
 
-from bamasc.ir import reference
+from bamasc.combinators import reference
 from bamasc.runtime.extract import extract_answer
 
 

@@ -341,7 +341,7 @@ class Module:
 
 
 # ---- `reference` combinators: the same fields, run as the BAMAS reference's engine runs them
-# (ir/reference.py). Subclasses, so every pass that reads a chain reads a reference chain the same.
+# (combinators/reference.py). Subclasses, so every pass that reads a chain reads a reference chain the same.
 
 
 class ReferenceChain(Chain):

@@ -168,6 +168,12 @@ def load_tables() -> Tables:
     return _TABLES
 
 
+def use_tables(tables: Tables | None) -> None:
+    """Parse with `tables` from now on (syntax/forms.py); None goes back to the shipped tables."""
+    global _TABLES
+    _TABLES = tables
+
+
 def parse(text: str, tables: Tables | None = None) -> Node:
     """Parse `text` into a tree; raises ParseFailure at the first syntax error."""
     tables = tables or load_tables()

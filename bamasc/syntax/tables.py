@@ -18,14 +18,15 @@ from bamasc.syntax.resources import GRAMMAR_PATH, grammar_checksum
 TABLES_MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tables.py")
 
 
-def build_lark():
-    """The reference Lark parser for the grammar (positions on, contextual lexer)."""
+def build_lark(extra: str = ""):
+    """The reference Lark parser for the grammar (positions on, contextual lexer), with the rules
+    `extra` adds (syntax/forms.py)."""
     from lark import Lark
 
     with open(GRAMMAR_PATH, encoding="utf-8") as handle:
         grammar = handle.read()
     return Lark(
-        grammar,
+        grammar + extra,
         parser="lalr",
         lexer="contextual",
         propagate_positions=True,
@@ -33,11 +34,11 @@ def build_lark():
     )
 
 
-def build_tables() -> dict:
-    """Extract what the table-driven parser needs from Lark's compiled grammar."""
+def build_tables(extra: str = "") -> dict:
+    """Extract what the table-driven parser needs from Lark's compiled grammar (plus `extra`)."""
     import lark
 
-    parser = build_lark()
+    parser = build_lark(extra)
     table = parser.parser.parser.parser.parse_table
     terminals = sorted(
         parser.terminals,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from bamasc.source import Span
-from bamasc.syntax import ast
+from bamasc.syntax import ast, forms
 from bamasc.syntax.lalr import Node, Token
 
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "/": "/"}
@@ -47,7 +47,10 @@ class Transformer:
     def visit(self, item):
         if isinstance(item, Token):
             return item
-        return getattr(self, item.data)(item, item.children)
+        method = getattr(self, item.data, None)
+        if method is None:  # a form added beside the grammar's own
+            return forms.form(item.data).build(self, item, item.children)
+        return method(item, item.children)
 
     def module(self, tree: Node) -> ast.Module:
         imports = []

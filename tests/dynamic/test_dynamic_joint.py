@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from bamasc.ir.bounds import call_bounds, worst_case_cost
-from bamasc.ir.dynamic import seat_step
+from bamasc.combinators.dynamic import seat_step
 from bamasc.ir.unroll import unroll
 from bamasc.records import replace
 from tests.dynamic.sources import random_dynamic_source

@@ -19,7 +19,7 @@ import random
 
 import pytest
 
-from bamasc.ir.dynamic import seat_step
+from bamasc.combinators.dynamic import seat_step
 from bamasc.plan.compile import compile_file
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun

@@ -1,108 +1,17 @@
-"""The flow walker is the only code that knows what a combinator calls.
+"""The flow walker composes the combinators' units: the calls and decisions it yields.
 
-A toy combinator, `twice(x)`, is added here in one place (a walker method):
-the unroller's bound, the plan and the interpreter's run all see its calls.
+A toy combinator added in one file is tests/test_extension_points.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 
-import pytest
-
-from bamasc.ir import walk as walk_module
-from bamasc.ir.unroll import unroll
-from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, one, walk
-from bamasc.optimize.bind import bind_template
-from bamasc.plan.build import template_plan
+from bamasc.ir.walk import EVERY, CallGroup, CallRequest, Decision, FlowValue, walk
 from bamasc.plan.compile import compile_file
-from bamasc.records import record, replace
-from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.interpreter import TaskRun
-from bamasc.runtime.providers.fake import FakeProvider
-from bamasc.runtime.retry import RetryPolicy
-from bamasc.runtime.trace import TraceWriter
-from bamasc.syntax import ast
 from tests.conftest import ROOT
 
 STAGES = os.path.join(ROOT, "tests", "fixtures", "stages")
-
-
-@record
-class Twice:
-    """`twice(solver(task))`: the call, then the same seat again reading its first answer."""
-
-    call: ast.SlotCall
-    span: object = None
-
-
-def _twice(self, node: Twice):
-    base = self.args(node.call)
-    first = self.call(node.call.slot, 0, "first", base, None, "twice")
-    yield first
-    second = self.call(node.call.slot, 0, "second", base + (("previous", one(first.id)),), None, "twice")
-    yield second
-    return one(second.id)
-
-
-class Collect(TraceWriter):
-    def __init__(self):
-        super().__init__(None)
-        self.calls = []
-
-    def call(self, entry):
-        self.calls.append(entry)
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    """The gsm8k program with template `linear` flowing through `twice(executor(task))`."""
-    monkeypatch.setattr(walk_module._Walker, "_twice", _twice, raising=False)
-    compiled = compile_file(os.path.join(ROOT, "examples", "gsm8k.bam"), system="gsm8k")
-    program = compiled.program
-    linear = program.topologies["linear"]
-    (statement,) = [s for s in linear.flow if isinstance(s, ast.AnswerStmt)] or [linear.flow[-1]]
-    call = ast.SlotCall("executor", (ast.Ident("task", statement.span),), statement.span, statement.span)
-    program.topologies["linear"] = replace(linear, flow=(ast.AnswerStmt(Twice(call), statement.span),))
-    # One seat makes both calls; the system's floor of distinct agents would rule that out.
-    program.systems["gsm8k"] = replace(program.systems["gsm8k"], min_agents=1)
-    return program
-
-
-def test_a_toy_combinator_written_once_is_bound_planned_and_run(toy):
-    program = toy
-    system = program.systems["gsm8k"]
-    counts = {slot.name: slot.hi if isinstance(slot.hi, int) else slot.lo for slot in program.topologies["linear"].slots}
-    unrolled = unroll(program.topologies["linear"], counts)
-    assert [c.id for c in unrolled.calls] == ["executor[0]@0.first", "executor[0]@0.second"]
-    assert unrolled.calls[1].inputs == ("executor[0]@0.first",)
-
-    binding = bind_template(program, system, "linear")
-    assert binding.feasible
-    plan = template_plan(binding, program)
-    assert [n.id for n in plan.nodes] == ["executor[0]@0.first", "executor[0]@0.second"]
-    first, second = plan.nodes
-    # The second call's bound holds the first call's whole output cap.
-    assert second.input_tokens == first.input_tokens + first.output_tokens
-    assert plan.worst_case_cost == pytest.approx(first.cost + second.cost)
-
-    compiled = compile_file(os.path.join(ROOT, "examples", "gsm8k.bam"), system="gsm8k")
-    system_plan = compiled.plan.systems[0]
-    trace = Collect()
-    providers = {name: FakeProvider(name, mode="echo") for name in program.models}
-    guard = BudgetGuard(system_plan.budget)
-    result = asyncio.run(TaskRun(program, system_plan, plan, providers, guard, "t1", "What is 6 times 7?", trace).run())
-    assert result.status == "ok", result
-    assert [c["node"] for c in trace.calls] == ["executor[0]@0.first", "executor[0]@0.second"]
-    assert result.calls == 2
-    assert result.cost <= plan.worst_case_cost
-
-
-def test_without_the_method_the_combinator_is_unknown_to_both(toy, monkeypatch):
-    monkeypatch.delattr(walk_module._Walker, "_twice")
-    with pytest.raises(AttributeError):
-        unroll(toy.topologies["linear"], {"executor": 1})
 
 
 def _requests(topology, counts, answers):

@@ -1,6 +1,6 @@
-"""The combinators ir/walk.PADDED names really are padded, and naming one wrongly cannot make a plan unsafe.
+"""The combinators whose units say they are padded (ir/walk.padded) really are, and naming one wrongly cannot make a plan unsafe.
 
-The binder trusts PADDED to skip comparing a statement's unroll at every count
+The binder trusts `padded` to skip comparing a statement's unroll at every count
 with its largest one (`optimize/statements.Flow`). Here the comparison is run
 anyway, over random templates and slot ranges, and must agree.
 """
@@ -43,8 +43,8 @@ def test_every_combinator_named_padded_is_padded(tmp_path, monkeypatch, seed):
     for _ in range(4):
         ranges = _ranges(rng, topology)
         for fast, slow, stmt in zip(trusted.statements(ranges), compared.statements(ranges), topology.flow):
-            if type(stmt.expr).__name__ in walk.PADDED:
-                assert slow.padded, f"{type(stmt.expr).__name__} is in PADDED but its unrolls differ"
+            if walk.padded(stmt.expr):
+                assert slow.padded, f"{type(stmt.expr).__name__} says it is padded but its unrolls differ"
                 assert fast == slow
             else:
                 assert not fast.padded or fast == slow
@@ -78,7 +78,10 @@ def test_a_combinator_wrongly_named_padded_never_yields_an_unsafe_plan(tmp_path,
     """`refine` rotates instances with the counts; claiming it is padded must end in a refusal
     (BAM504's SolverError) or a binding whose recomputed bound is within the budget, never a
     plan whose bound is understated."""
-    monkeypatch.setattr(statements, "PADDED", walk.PADDED | {"Refine", "Plan"})
+    from bamasc.combinators import plan, refine
+
+    monkeypatch.setattr(refine.Refine, "padded", True)
+    monkeypatch.setattr(plan.Plan, "padded", True)
     rng = random.Random(7)
     refusals = bindings = 0
     for seed in range(30):

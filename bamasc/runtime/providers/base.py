@@ -156,7 +156,7 @@ def expectations(decisions) -> dict[str, str]:
     `branch_expect` for a router; for a planner, `cards:` and per step its seat in the costliest cards, `:` and
     its seats as declared, steps apart by `|`. Only the offline fake reads them (its worst case
     gives every step that seat)."""
-    from bamasc.ir.dynamic import seat_step
+    from bamasc.combinators.dynamic import seat_step
 
     found = {}
     steps: dict[str, dict[int, str]] = {}

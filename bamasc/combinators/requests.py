@@ -1,7 +1,7 @@
 """What the flow walker (ir/walk.py) and its drivers pass each other: calls, decisions, values.
 
 Kept apart from the walker so that a combinator written in a module of its own
-(ir/dynamic.py) yields the same records without importing the walker.
+(combinators/dynamic.py) yields the same records without importing the walker.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Seats:
 @record
 class Note:
     """Text the walker itself writes into a prompt: which part of the task a reference star's call
-    solves (`{{part}}`, ir/reference.py). Its bytes count in the call's bound like the seat list's."""
+    solves (`{{part}}`, combinators/reference.py). Its bytes count in the call's bound like the seat list's."""
 
     text: str
 
@@ -121,8 +121,8 @@ class Decision:
       The branches' calls exclude each other: each runs under `within` plus
       (`of`, its name).
     - "seat", "reads": which of the slots `among` does step `limit` of the dynamic plan `of`,
-      and which earlier steps (a tuple of indices) it reads (ir/dynamic.py).
-    - "task": does the task text pass the test `marker` (ir/reference.py)? True / False.
+      and which earlier steps (a tuple of indices) it reads (combinators/dynamic.py).
+    - "task": does the task text pass the test `marker` (combinators/reference.py)? True / False.
     - "reference vote": which of the outputs `among` wins the reference's vote? A call id.
 
     The answer `EVERY` stands for all answers at once (the unroller's).

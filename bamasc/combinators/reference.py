@@ -45,7 +45,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bamasc.ir.requests import EVERY, Card, Decision, FlowValue, steps_value, Note, Seats, Walk, one, seat_decision
+from bamasc.combinators import chain, dynamic, parallel, refine, vote
+from bamasc.combinators.requests import EVERY, Card, Decision, FlowValue, steps_value, Note, Seats, Walk, one, seat_decision
+from bamasc.combinators.unit import read_cards, register, site, verdict
 from bamasc.records import replace
 from bamasc.syntax import ast
 
@@ -226,7 +228,7 @@ def reference_dynamic(walker, node: ast.Dynamic) -> Walk:
     limit = int(node.max_steps.value)
     cards = yield Decision("steps", of=plan.id, limit=limit)
     largest = max((walker.count(name) for name in seats), default=0)
-    outer = walker.alternative
+    outer = walker.alternative  # read only: `within` enters a seat's alternative
     ran: list[tuple[str, ...]] = []  # per step, the calls that may have made it (one per seat)
     for step in range(min(limit if cards is EVERY else cards, largest)):
         by = yield Decision("seat", of=plan.id, limit=step, among=seats, within=outer)
@@ -241,11 +243,8 @@ def reference_dynamic(walker, node: ast.Dynamic) -> Walk:
             inputs += (("previous", steps_value(read)),)
         made = []
         for slot in open_seats:
-            walker.alternative = outer + ((seat_decision(plan.id, step), slot),)
-            try:
+            with walker.within(seat_decision(plan.id, step), slot):
                 call = walker.call(slot, step, f"step{step}", inputs, f"the plan has more than {step} steps", "dynamic")
-            finally:
-                walker.alternative = outer
             yield _exempt(call)
             made.append(call.id)
         ran.append(tuple(made))
@@ -259,3 +258,71 @@ def reference_dynamic(walker, node: ast.Dynamic) -> Walk:
         return FlowValue(nodes=steps, one_of=True)
     return FlowValue(nodes=ran[-1] if ran else ())
 
+
+# ---------------------------------------------------------------- the units
+
+
+def _reference(decision: Decision, run):
+    """"task" (does the task pass the test `marker`?) and "reference vote" (the reference's winner)."""
+    return run.reference(decision)
+
+
+class ReferenceChain(chain.Chain):
+    node = ast.ReferenceChain
+    padded = False
+    decisions = {"task": _reference}
+
+    def walk(self, walker, node):
+        return reference_chain(walker, node)
+
+    def sites(self, node, optional):
+        # The second call reads the first's output, later ones every earlier one.
+        return [site(node.call, node.call.slot, node.call.span, sometimes=("previous", "earlier"))]
+
+
+class ReferenceParallel(parallel.Parallel):
+    node = ast.ReferenceParallel
+    padded = False
+    decisions = {"task": _reference}
+
+    def walk(self, walker, node):
+        return reference_parallel(walker, node)
+
+    def sites(self, node, optional):
+        return [site(node.call, node.call.slot, node.call.span, sometimes=("part",))]  # one call, below two instances, has no part
+
+
+class ReferenceVote(vote.Vote):
+    node = ast.ReferenceVote
+    padded = False
+    decisions = {"reference vote": _reference}
+
+    def walk(self, walker, node):
+        return reference_vote(walker, node)
+
+
+class ReferenceRefine(refine.Refine):
+    node = ast.ReferenceRefine
+    decisions = {"approved": verdict}
+
+    def walk(self, walker, node):
+        return reference_refine(walker, node)
+
+    def sites(self, node, optional):
+        # The second draft reads only the verdict.
+        return [
+            site(node.call, node.call.slot, node.call.span, sometimes=("feedback",)),
+            site(node.call, node.critic.name, node.critic.span, always=("solution",)),
+        ]
+
+
+class ReferenceDynamic(dynamic.Dynamic):
+    node = ast.ReferenceDynamic
+    decisions = {"steps": read_cards, "seat": read_cards, "reads": read_cards}
+
+    def walk(self, walker, node):
+        return reference_dynamic(walker, node)
+
+
+for _unit in (ReferenceChain(), ReferenceParallel(), ReferenceVote(), ReferenceRefine(), ReferenceDynamic()):
+    register(_unit)
