@@ -72,14 +72,12 @@ def require(extra: str | Extra, needed_for: str | None = None) -> None:
         raise ExtraMissing(record_, missing, needed_for or record_.purpose)
 
 
-# The extra a provider's library comes in; every other provider's ships with bamasc.
-PROVIDER_EXTRAS = {"llamacpp": "local"}
-
-
 def for_providers(providers) -> list[tuple[Extra, str]]:
-    """(extra, what needs it) for each of `providers` (names) whose library is an extra."""
-    return [(EXTRAS[PROVIDER_EXTRAS[name]], f"provider {name}") for name in sorted(set(providers))
-            if name in PROVIDER_EXTRAS]
+    """(extra, what needs it) for each of `providers` (names) whose library is an extra (its record's `extra`)."""
+    from bamasc.provider_registry import lookup
+
+    extras = {name: getattr(lookup(name), "extra", None) for name in set(providers)}
+    return [(EXTRAS[extras[name]], f"provider {name}") for name in sorted(extras) if extras[name]]
 
 
 def require_all(needs, command: str) -> None:

@@ -12,8 +12,6 @@ from bamasc.syntax import ast
 
 NO_SPANS = MappingProxyType({})
 
-PROVIDERS = ("openai", "anthropic", "llamacpp", "fake", "replay")
-PAID_PROVIDERS = ("openai", "anthropic")
 READS = ("text", "answer", "verdict", "plan", "code")
 ANSWER_KINDS = ("number", "code", "boxed", "text")
 SELECTIONS = ("strongest", "cheapest", "policy")

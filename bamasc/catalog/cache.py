@@ -233,8 +233,9 @@ def data_stamp() -> str | None:
 
 
 def declared_entry(provider: str, model_id: str, base_url: str | None) -> tuple[str, float, float] | None:
-    """The catalogue entry a hand-written model is (its provider, or the one whose API its base_url
-    is, and exactly its model id), with the entry's input and output rates; None when there is none."""
+    """The catalogue entry a hand-written model is (`provider`, the catalogue's id of its provider, or
+    the one whose API its base_url is, and exactly its model id), with the entry's input and output
+    rates; None when there is none."""
     found = index()
     if found is None:
         return None
@@ -247,7 +248,7 @@ def declared_entry(provider: str, model_id: str, base_url: str | None) -> tuple[
             except re.error:  # the package's own pattern, so never expected: no entry rather than a crash
                 matches = False
         else:
-            matches = entry_provider == provider and provider in ("openai", "anthropic")
+            matches = entry_provider == provider
         if matches:
             row = models.get(model_id.lower())
             return (f"{entry_provider}/{model_id.lower()}", row[0], row[1]) if row and row[0] != "error" else None

@@ -7,6 +7,7 @@ import sys
 
 from bamasc.diagnostics import Diagnostic, warning
 from bamasc.program import Program
+from bamasc.provider_registry import lookup
 
 
 def check_catalog_prices(program: Program) -> list[Diagnostic]:
@@ -18,7 +19,7 @@ def check_catalog_prices(program: Program) -> list[Diagnostic]:
         spans[bool(pricing.catalog)].append(span)
         if pricing.catalog:
             found.extend(_old_snapshot(model.name, pricing, span))
-        elif model.provider in ("openai", "anthropic") and (model.price_input or model.price_output):
+        elif getattr(lookup(model.provider), "catalog", None) and (model.price_input or model.price_output):
             # (Zero prices were reported already, or come from a catalog() that failed.)
             found.extend(_differs(model, span))
     # A problem with the catalogue's cache is shown at the first catalog() price (or the first price).
@@ -56,7 +57,7 @@ def _old_snapshot(name: str, pricing, span) -> list[Diagnostic]:
 def _differs(model, span) -> list[Diagnostic]:
     from bamasc import catalog
 
-    entry = catalog.declared_entry(model.provider, model.model_id, model.base_url)
+    entry = catalog.declared_entry(lookup(model.provider).catalog, model.model_id, model.base_url)
     if entry is None:
         return []
     ref, catalogue_input, catalogue_output = entry

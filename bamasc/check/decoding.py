@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from bamasc.check.attributes import Attributes, shown
 from bamasc.program import DecodingSettings
+from bamasc.provider_registry import DECODING_FIELDS
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.syntax import ast
 
-DECODING_ATTRIBUTES = ("temperature", "top_p", "seed", "stop")
+DECODING_ATTRIBUTES = DECODING_FIELDS
 MAX_TEMPERATURE = 2.0  # the widest range any supported provider accepts (OpenAI's)
 MAX_STOP = 4  # OpenAI accepts at most four stop sequences
 MAX_SEED = 2**63 - 1  # providers take the seed as a signed 64-bit integer

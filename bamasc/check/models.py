@@ -9,10 +9,11 @@ from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.latency import read_latency
 from bamasc.check.prices import read_price
 from bamasc.check.rate_limit import read_rate_limit
-from bamasc.program import PROVIDERS, Model
+from bamasc.program import Model
 from bamasc.diagnostics import Diagnostic, error, warning
 from bamasc.encodings import ENCODINGS, OPENAI_FAMILIES, encoding_for
 from bamasc.limits import MAX_QUALITY, MAX_TIER
+from bamasc.provider_registry import BOUNDED, TOKENIZER_FAMILIES, lookup, names, names_where
 from bamasc.secrets import looks_like_key
 from bamasc.source import Span
 from bamasc.syntax import ast
@@ -30,7 +31,7 @@ MODEL_ATTRIBUTES = (
 
 def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
     attrs = Attributes(f"model '{decl.name}'", decl.attrs, MODEL_ATTRIBUTES, diagnostics, decl.name_span)
-    provider = attrs.choice("provider", PROVIDERS, "")
+    provider = attrs.choice("provider", names(), "")
     if "provider" not in attrs.items:
         attrs.missing("provider", "provider = openai")
     model_id = attrs.string("name", 'name = "gpt-4.1-nano"') or decl.name
@@ -59,15 +60,18 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
 
 
 def _tokenizer(attrs: Attributes, provider: str, diagnostics) -> str | None:
-    """`tokenizer`: an OpenAI encoding or model id, the only tokenizers bamasc ships offline."""
+    """`tokenizer`: an OpenAI encoding or model id, the only tokenizers bamasc ships offline (for the
+    providers whose tokenizer family is tiktoken)."""
     name = attrs.string("tokenizer")
     if name is None:
         return None
     span = attrs.span_of("tokenizer")
-    if provider != "openai":
+    family = getattr(lookup(provider), "tokenizer", None)
+    if family != "tiktoken":
+        users = " and ".join(names_where(tokenizer="tiktoken"))
         diagnostics.append(
-            warning("BAM215", f"tokenizer is used only by openai models; this {provider} model ignores it", span,
-                    hint="remove it: anthropic prompts are bounded safely, llamacpp ones counted with the model's own tokenizer")
+            warning("BAM215", f"tokenizer is used only by {users} models; this {provider} model ignores it", span,
+                    hint=f"remove it: {provider} prompts are {TOKENIZER_FAMILIES.get(family, BOUNDED)}")
         )
         return None
     if encoding_for(name) is None:

@@ -6,7 +6,7 @@ from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.diagnostics import error
 from bamasc.limits import MAX_PRICE, MAX_TOKENS
 from bamasc.prices import PriceTier, Pricing
-from bamasc.program import PAID_PROVIDERS
+from bamasc.provider_registry import lookup
 from bamasc.syntax import ast
 
 PRICE_RATES = ("input", "output", "cache_read", "cache_write")
@@ -89,7 +89,7 @@ def _rate(model: str, side: str, value, provider: str, diagnostics) -> float:
     if value.value > MAX_PRICE:
         diagnostics.append(out_of_range(f"the {label} price of model '{model}'", value, MAX_PRICE, " $/Mtok"))
         return 0.0
-    if value.value == 0 and provider in PAID_PROVIDERS:
+    if value.value == 0 and getattr(lookup(provider), "paid", False):
         diagnostics.append(
             error(
                 "BAM203",

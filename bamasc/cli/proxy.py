@@ -132,7 +132,7 @@ async def _serve(app, ledger, listen, sock) -> None:
 def _settings(report: Report, args, token):
     from bamasc.plan.compile import check_file
     from bamasc.proxy.app import Settings, Upstream
-    from bamasc.runtime.providers import upstream_key
+    from bamasc.runtime.providers import api_key
     from bamasc.runtime.providers.base import ProviderError
 
     program, found, sources = check_file(args.config)
@@ -145,7 +145,7 @@ def _settings(report: Report, args, token):
         if model.provider not in PROTOCOLS:
             continue
         try:
-            key = upstream_key(model)
+            key = api_key(model)
         except ProviderError as problem:
             output.usage(report, f"{args.config}: {problem}")
             return None

@@ -23,6 +23,7 @@ import os
 
 from bamasc.evaluate.paper_rows import Cell, ReproduceError, Setup, choose, method_objective, plan_cells  # noqa: F401 (the interface)
 from bamasc.program import UNGUARDED_CHECKS
+from bamasc.provider_registry import lookup
 from bamasc.records import as_dict, record
 from bamasc.rows import drop_torn_line
 
@@ -31,8 +32,6 @@ CELLS = os.path.join("bench", "cells.jsonl")
 # What a changed pinned field means, for the refusal to resume another run's folder.
 PINNED_WORDS = {"setup": "settings (budgets, systems, training)", "sources_sha256": "sources", "tasks": "tasks",
                 "train_tasks": "training tasks", "providers": "providers", "scorer": "scorer"}
-# Calls to these cost no money, whatever prices the file declares for them.
-OFFLINE_PROVIDERS = frozenset({"fake", "llamacpp", "replay"})
 
 
 @record
@@ -247,7 +246,8 @@ class Reproduction:
         if self.providers.fake_mode or (self.providers.cassette and not self.providers.record):
             return True
         models = {model for name in self.setup.systems for model in self.program.systems[name].models}
-        return all(self.program.models[model].provider in OFFLINE_PROVIDERS for model in models)
+        # Calls to offline providers cost no money, whatever prices the file declares for them.
+        return all(getattr(lookup(self.program.models[model].provider), "offline", False) for model in models)
 
     # ------------------------------------------------------------ the stages
 

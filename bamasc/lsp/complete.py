@@ -10,7 +10,8 @@ from bamasc.check.roles import ROLE_ATTRIBUTES
 from bamasc.check.systems import REWARD_ATTRIBUTES, SYSTEM_ATTRIBUTES
 from bamasc.check.topologies import FLOW_INPUTS
 from bamasc.combinators import unit_of
-from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, ON_EXHAUSTED, PROVIDERS, READS, SELECTIONS
+from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, ON_EXHAUSTED, READS, SELECTIONS
+from bamasc.provider_registry import names as provider_names
 from bamasc.records import record
 from bamasc.syntax import ast
 from bamasc.syntax.parser import TOP_KEYWORDS
@@ -24,7 +25,7 @@ REFERENCED = ("chain", "parallel", "vote", "refine", "plan")
 BLOCKS = {"price": ("input", "output"), "reward": REWARD_ATTRIBUTES}
 ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES}
 CHOICES = {
-    "provider": PROVIDERS, "reads": READS, "answer": ANSWER_KINDS, "select": SELECTIONS, "on_exhausted": ON_EXHAUSTED,
+    "reads": READS, "answer": ANSWER_KINDS, "select": SELECTIONS, "on_exhausted": ON_EXHAUSTED,
     "budget_check": BUDGET_CHECKS,
 }
 LISTS = {"models": "model", "topologies": "topology"}
@@ -151,8 +152,9 @@ def _keywords(words) -> list[Item]:
 
 
 def _values(attribute: str, names) -> list[Item]:
-    if attribute in CHOICES:
-        return [Item(value, "value", attribute) for value in CHOICES[attribute]]
+    choices = provider_names() if attribute == "provider" else CHOICES.get(attribute)  # providers: as registered now
+    if choices is not None:
+        return [Item(value, "value", attribute) for value in choices]
     if attribute in LISTS:
         return [Item("[]", "value", f"a list of {attribute}")]
     if attribute == "api_key":

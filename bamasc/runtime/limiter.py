@@ -44,6 +44,7 @@ from collections import deque
 from collections.abc import Mapping
 
 from bamasc.program import RateLimit
+from bamasc.provider_registry import lookup
 from bamasc.runtime.rate_headers import Window, read_rate_headers
 
 WINDOW_S = 60.0  # what the declared limits are per
@@ -51,7 +52,6 @@ HEADROOM = 0.05  # share of each limit left unused: room for the time requests t
 BURST = 1 / 60  # share of a limit a bucket holds: a second's worth of a per-minute limit
 CUT = 0.75  # a 429 multiplies the key's rate by this
 FLOOR = 0.1  # ... down to this share of its limit at least
-PROVIDERS_WITH_HEADERS = ("openai", "anthropic")
 EPSILON_S = 1e-6
 # The least a reported limit is believed to be, per window: below any provider's published limits, so a
 # header of 1 (or one that lost its digits on the way) cannot slow a key to a call a minute. A lower
@@ -69,7 +69,7 @@ class RateLimitWarning(UserWarning):
 def rate_key(model) -> str | None:
     """The key `model`'s calls are paced under: calls of models that share the provider's account and model
     share it. None when there is nothing to pace: no limit declared, and a provider that sends no headers."""
-    if model.rate_limit is None and model.provider not in PROVIDERS_WITH_HEADERS:
+    if model.rate_limit is None and getattr(lookup(model.provider), "rate_headers", None) is None:
         return None
     return "|".join((model.provider, model.base_url or "", model.api_key_env or "", model.model_id))
 

@@ -17,9 +17,10 @@ import re
 import time
 from collections.abc import Mapping
 
+from bamasc.provider_registry import RATE_HEADER_FAMILIES
 from bamasc.records import record
 
-RATE_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+RATE_HEADER_PREFIXES = tuple(f"{family}-" for family in RATE_HEADER_FAMILIES)
 RETRY_HEADERS = ("retry-after", "retry-after-ms")
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import anthropic
 
 from bamasc.records import replace
@@ -12,6 +14,13 @@ from bamasc.runtime.providers.sdk import aiohttp_client, post_json
 PROVIDER = "anthropic"
 PATH = "/v1/messages"
 """Where `post_json` sends a request, instead of `messages.create` (its docstring says why)."""
+
+
+def from_model(model, env: Mapping[str, str], cassette: str | None) -> AnthropicProvider:
+    """The provider of a checked `anthropic` model (its record's factory)."""
+    from bamasc.runtime.providers import api_key
+
+    return AnthropicProvider(model.name, model.model_id, api_key=api_key(model, env), base_url=model.base_url)
 
 
 class AnthropicProvider:

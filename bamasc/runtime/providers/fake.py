@@ -33,6 +33,16 @@ CARD_FILLER = "x"  # grows a step card: one byte a token, and no space for `stri
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
+def from_model(model, env, cassette: str | None, mode: str = "echo") -> FakeProvider:
+    """The fake that answers a checked model (provider `fake`, or any model under `--fake MODE`): it
+    takes the time the model's `latency` block declares, so a deadline can be tried offline."""
+    latency = getattr(model, "latency", None)
+    delays = {} if latency is None else {
+        "first_token_s": latency.first_token_s, "per_output_token_s": latency.per_output_token_s
+    }
+    return FakeProvider(model.name, mode=mode, **delays)
+
+
 class FakeProvider:
     """Answers without a network.
 

@@ -289,6 +289,11 @@ def _close_models() -> None:
 # ------------------------------------------------------------ the provider
 
 
+def from_model(model, env, cassette: str | None) -> LlamaCppProvider:
+    """The provider of a checked `llamacpp` model (its record's factory)."""
+    return LlamaCppProvider(model.name, model.model_id, context=model.context, max_output=model.max_output)
+
+
 class LlamaCppProvider:
     """One `llamacpp` model: its GGUF file is located, checked and loaded (or shared) when it is made."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import openai
@@ -30,6 +31,22 @@ def is_reasoning_model(model_id: str) -> bool:
 def is_official_endpoint(base_url: str | None) -> bool:
     """Whether `base_url` is OpenAI's own API (None means the SDK's default, which is)."""
     return base_url is None or urlsplit(base_url).hostname == "api.openai.com"
+
+
+def from_model(model, env: Mapping[str, str], cassette: str | None) -> OpenAIProvider:
+    """The provider of a checked `openai` model (its record's factory)."""
+    from bamasc.runtime.providers import api_key
+
+    official = is_official_endpoint(model.base_url)
+    return OpenAIProvider(
+        model.name,
+        model.model_id,
+        api_key=api_key(model, env),
+        base_url=model.base_url,
+        # OpenAI's own field; other servers reliably know only the older one.
+        token_param="max_completion_tokens" if official else "max_tokens",
+        tokenizer=model.tokenizer,
+    )
 
 
 class OpenAIProvider:

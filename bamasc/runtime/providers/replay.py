@@ -36,6 +36,13 @@ def prompt_key(model: str, messages: list[Message], max_tokens: int | None) -> s
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def from_model(model, env, cassette: str | None) -> ReplayProvider:
+    """A checked `replay` model: the run's cassette played back (its record's factory)."""
+    if cassette is None:
+        raise ProviderError(f"replay model '{model.name}' needs a cassette of recorded calls to play back", kind="client")
+    return ReplayProvider(model.name, cassette)
+
+
 class ReplayProvider:
     """Plays back a cassette for one model, or records the calls of `inner` into it."""
 
