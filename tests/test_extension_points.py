@@ -1,7 +1,7 @@
-"""A new combinator is one unit and one grammar rule, and nothing else changes.
+"""A new combinator is one class and one grammar rule, and nothing else changes.
 
 `twice S(args)` is written here and only here: its AST record, its grammar rule
-with its builder and layout (bamasc.syntax.forms), and its unit (what it
+with its builder and layout (bamasc.syntax.forms), and its class (what it
 checks, calls, passes and shows). Instance 0 drafts; the slot's last instance
 writes again, reading the draft (`{{previous}}`). A `.bam` file using it then
 lints, formats, shows in the language server's index, symbols and hover,
@@ -30,23 +30,23 @@ from tests.test_template_milp import brute_force, load, objective, same
 
 
 @record
-class Twice:
+class TwiceNode:
     call: ast.SlotCall
     span: object = None
 
 
-class TwiceUnit(Combinator):
-    node = Twice
+class Twice(Combinator):
+    node = TwiceNode
     name = "twice"
 
-    def check(self, node: Twice, flow) -> str:
+    def check(self, node: TwiceNode, flow) -> str:
         flow.call(node.call)
         slot = flow.slot(node.call.slot)
         if slot is not None and slot.lo < 1:
             flow.diagnostics.append(error("BAM307", "twice needs a first instance", node.call.span))
         return "single"
 
-    def walk(self, walker, node: Twice):
+    def walk(self, walker, node: TwiceNode):
         slot = node.call.slot
         base = walker.args(node.call)
         first = walker.call(slot, 0, "first", base, None, self.name)
@@ -55,14 +55,14 @@ class TwiceUnit(Combinator):
         yield again
         return one(again.id)
 
-    def sites(self, node: Twice, optional):
+    def sites(self, node: TwiceNode, optional):
         return [site(node.call, node.call.slot, node.call.span, sometimes=("previous",))]
 
 
 TWICE = forms.Form(
     "twice",
     '"twice" slot_call',
-    lambda transformer, node, children: Twice(transformer.visit(children[0]), transformer.span(node)),
+    lambda transformer, node, children: TwiceNode(transformer.visit(children[0]), transformer.span(node)),
     lambda children, flow: "twice " + flow(children[0]),
 )
 
@@ -84,9 +84,9 @@ system s { models = [strong, cheap]  topologies = [t]  budget = %s  task_tokens 
 @pytest.fixture
 def twice():
     forms.add_form(TWICE)
-    unit = register(TwiceUnit())
+    combinator = register(Twice())
     yield
-    unregister(unit)
+    unregister(combinator)
     forms.remove_form("twice")
 
 
@@ -118,7 +118,7 @@ def test_its_names_show_in_the_index_symbols_and_hover(twice, tmp_path):
     assert [child.name for child in topology.children] == ["solver", "best"]
 
 
-def test_its_check_speaks_through_the_unit(twice, tmp_path):
+def test_its_check_speaks_through_its_class(twice, tmp_path):
     path = tmp_path / "bad.bam"
     path.write_text((SOURCE % 900).replace("[1..2]", "[0..2]"))
     errors = [d for d in lint_paths([str(path)]).diagnostics if d.severity == "error"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from bamasc.check.attributes import did_you_mean
-from bamasc.combinators import CallSite, unit_of
+from bamasc.combinators import CallSite, combinator_of
 from bamasc.diagnostics import Diagnostic, error, warning
 from bamasc.source import Span
 from bamasc.syntax import ast
@@ -79,12 +79,12 @@ def _unshown(call: ast.SlotCall, sites, role_of, shown) -> list[Diagnostic]:
 
 
 def call_sites(expr, optional: frozenset[str] = frozenset()) -> list[CallSite]:
-    """The calls of one flow expression, with what the interpreter passes each (its unit's `sites`).
+    """The calls of one flow expression, with what the interpreter passes each (its combinator's `sites`).
 
     `optional` names the slots that may have no instance: a conversation's
     turn has a transcript for certain only when a speaker before it always speaks.
     """
-    return unit_of(expr).sites(expr, optional)
+    return combinator_of(expr).sites(expr, optional)
 
 
 def _unfilled(site: CallSite, role: str, names: dict[str, bool]) -> list[Diagnostic]:
@@ -122,9 +122,9 @@ def _flow_inputs(modules) -> dict[str, set[str]]:
 
 
 def route_parts(expr) -> list:
-    """A flow expression as the expressions that each pass their own arguments (its unit's
+    """A flow expression as the expressions that each pass their own arguments (its combinator's
     `parts`): a route is its router's call and the parts of each branch; anything else is itself."""
-    return unit_of(expr).parts(expr)
+    return combinator_of(expr).parts(expr)
 
 
 def _flow_parts(modules):

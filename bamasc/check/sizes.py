@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from bamasc.combinators import unit_of
+from bamasc.combinators import combinator_of
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.limits import MAX_STATEMENT_UNITS
 from bamasc.program import Program, Topology
@@ -13,9 +13,9 @@ from bamasc.source import Span
 
 def statement_slots(topology: Topology, expression) -> set[str]:
     """The slots a flow statement names (its calls, and a critic, executor, seat or formatter),
-    whose counts shape it (its unit's `occurrences`)."""
+    whose counts shape it (its combinator's `occurrences`)."""
     names = {slot.name for slot in topology.slots}
-    return {name.name for name in unit_of(expression).occurrences(expression) if name.kind == "slot"} & names
+    return {name.name for name in combinator_of(expression).occurrences(expression) if name.kind == "slot"} & names
 
 
 def too_many_units(topology: Topology) -> tuple[str, Span] | None:

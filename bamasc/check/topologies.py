@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bamasc.check.attributes import LIMITS_HINT, did_you_mean, out_of_range, shown
 from bamasc.check.linear import NotLinear, linear_row
-from bamasc.combinators import unit_of
+from bamasc.combinators import FlowCheck, combinator_of
 from bamasc.program import Slot, Topology
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.limits import MAX_REQUIRE_CONSTANT, MAX_TIER, written
@@ -219,12 +219,12 @@ def _check_flow(decl: ast.TopologyDecl, slots, statements, diagnostics) -> None:
             )
 
 
-class _FlowCheck:
-    """What a combinator's unit may ask while the flow is checked (combinators.FlowCheck)."""
+class _FlowCheck(FlowCheck):
+    """What a combinator may ask while the flow is checked (combinators.FlowCheck)."""
 
     def __init__(self, diagnostics, call, slot_ref, value_ref, slot):
         self.diagnostics = diagnostics
         self.call, self.slot_ref, self.value_ref, self.slot = call, slot_ref, value_ref, slot
 
     def expression(self, node) -> str:
-        return unit_of(node).check(node, self)
+        return combinator_of(node).check(node, self)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.combinators.requests import FlowValue, Walk, one
-from bamasc.combinators.unit import Combinator, register, site
+from bamasc.combinators.base import Combinator, register, site
 from bamasc.syntax import ast
 
 

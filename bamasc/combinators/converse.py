@@ -9,7 +9,7 @@ a turn whose output holds the marker, or after the round limit.
 from __future__ import annotations
 
 from bamasc.combinators.requests import Decision, FlowValue, Walk
-from bamasc.combinators.unit import CallSite, Combinator, Name, call_names, register, slot_name, verdict
+from bamasc.combinators.base import CallSite, Combinator, Name, call_names, register, slot_name, verdict
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.limits import MAX_ROUNDS, MAX_TURNS
 from bamasc.syntax import ast

@@ -16,7 +16,7 @@ every step, when the formatter slot has an instance; otherwise the last step's.
 from __future__ import annotations
 
 from bamasc.combinators.requests import EVERY, Card, Decision, FlowValue, steps_value, Seats, Walk, one, seat_decision
-from bamasc.combinators.unit import Combinator, call_names, read_cards, register, site, slot_name
+from bamasc.combinators.base import Combinator, call_names, read_cards, register, site, slot_name
 from bamasc.diagnostics import Note, error
 from bamasc.limits import MAX_STEPS
 from bamasc.syntax import ast

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.combinators.requests import CallGroup, FlowValue, Walk
-from bamasc.combinators.unit import Combinator, register
+from bamasc.combinators.base import Combinator, register
 from bamasc.syntax import ast
 
 

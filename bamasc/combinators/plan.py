@@ -8,7 +8,7 @@ r mod count that reads the review (`{{feedback}}`).
 from __future__ import annotations
 
 from bamasc.combinators.requests import EVERY, Card, Decision, FlowValue, Walk, one
-from bamasc.combinators.unit import Combinator, call_names, read_cards, register, site, slot_name, verdict
+from bamasc.combinators.base import Combinator, call_names, read_cards, register, site, slot_name, verdict
 from bamasc.diagnostics import error
 from bamasc.limits import MAX_STEPS
 from bamasc.syntax import ast

@@ -47,7 +47,7 @@ from collections import Counter
 
 from bamasc.combinators import chain, dynamic, parallel, refine, vote
 from bamasc.combinators.requests import EVERY, Card, Decision, FlowValue, steps_value, Note, Seats, Walk, one, seat_decision
-from bamasc.combinators.unit import read_cards, register, site, verdict
+from bamasc.combinators.base import read_cards, register, site, verdict
 from bamasc.records import replace
 from bamasc.syntax import ast
 
@@ -259,7 +259,7 @@ def reference_dynamic(walker, node: ast.Dynamic) -> Walk:
     return FlowValue(nodes=ran[-1] if ran else ())
 
 
-# ---------------------------------------------------------------- the units
+# ---------------------------------------------------------------- the combinators
 
 
 def _reference(decision: Decision, run):
@@ -324,5 +324,5 @@ class ReferenceDynamic(dynamic.Dynamic):
         return reference_dynamic(walker, node)
 
 
-for _unit in (ReferenceChain(), ReferenceParallel(), ReferenceVote(), ReferenceRefine(), ReferenceDynamic()):
-    register(_unit)
+for _combinator in (ReferenceChain(), ReferenceParallel(), ReferenceVote(), ReferenceRefine(), ReferenceDynamic()):
+    register(_combinator)

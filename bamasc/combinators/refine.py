@@ -8,7 +8,7 @@ audit (`{{feedback}}`). The answer is the draft the loop ends on.
 from __future__ import annotations
 
 from bamasc.combinators.requests import Decision, FlowValue, Walk, one
-from bamasc.combinators.unit import Combinator, call_names, register, site, slot_name, verdict
+from bamasc.combinators.base import Combinator, call_names, register, site, slot_name, verdict
 from bamasc.diagnostics import error
 from bamasc.syntax import ast
 

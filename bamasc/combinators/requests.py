@@ -6,7 +6,7 @@ Kept apart from the walker so that a combinator written in a module of its own
 
 from __future__ import annotations
 
-from typing import Generator
+from collections.abc import Generator
 
 from bamasc.records import record
 

@@ -9,7 +9,7 @@ value is one of the branches' values.
 from __future__ import annotations
 
 from bamasc.combinators.requests import EVERY, Decision, FlowValue, Walk
-from bamasc.combinators.unit import Combinator, call_names, register, unit_of
+from bamasc.combinators.base import Combinator, call_names, register, combinator_of
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.syntax import ast
 
@@ -52,17 +52,17 @@ class Route(Combinator):
         )
 
     def calls(self, node: ast.Route) -> list[ast.SlotCall]:
-        return [node.call, *(call for branch in node.branches for call in unit_of(branch.expr).calls(branch.expr))]
+        return [node.call, *(call for branch in node.branches for call in combinator_of(branch.expr).calls(branch.expr))]
 
     def sites(self, node: ast.Route, optional):
-        return [found for part in self.parts(node) for found in unit_of(part).sites(part, optional)]
+        return [found for part in self.parts(node) for found in combinator_of(part).sites(part, optional)]
 
     def parts(self, node: ast.Route) -> list:
         """The router's call and the parts of each branch."""
-        return [node.call, *(part for branch in node.branches for part in unit_of(branch.expr).parts(branch.expr))]
+        return [node.call, *(part for branch in node.branches for part in combinator_of(branch.expr).parts(branch.expr))]
 
     def occurrences(self, node: ast.Route):
-        return [*call_names(node.call), *(name for branch in node.branches for name in unit_of(branch.expr).occurrences(branch.expr))]
+        return [*call_names(node.call), *(name for branch in node.branches for name in combinator_of(branch.expr).occurrences(branch.expr))]
 
 
 def check_route(node: ast.Route, flow, diagnostics: list[Diagnostic]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bamasc.combinators.requests import EVERY, Decision, FlowValue, Walk
-from bamasc.combinators.unit import Combinator, Name, register
+from bamasc.combinators.base import Combinator, Name, register
 from bamasc.diagnostics import error
 from bamasc.syntax import ast
 

@@ -27,9 +27,9 @@ the order written and each slot's instances in order, every turn reading the
 transcript so far.
 Every call carries the condition under which it runs, or None if it always does.
 
-Each combinator's walk is its unit's (bamasc/combinators/): the walker keeps
-the flow's values, numbers the calls and composes the units' walks. A new
-combinator is a new unit; its worst-case bound then follows in the unroller,
+Each combinator's walk is its class's (bamasc/combinators/): the walker keeps
+the flow's values, numbers the calls and composes the combinators' walks. A
+new combinator is a new class; its worst-case bound then follows in the unroller,
 and its run in the interpreter, with nothing else to change.
 """
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from bamasc.combinators import unit_of
+from bamasc.combinators import combinator_of
 from bamasc.combinators.requests import (  # the records, used from here by every driver of the walk
     EVERY, TASK, CallGroup, CallRequest, Card, Decision, FlowValue, Seats, Walk, call_id, one, seat_decision,
 )
@@ -52,12 +52,12 @@ __all__ = [
 def padded(node) -> bool:
     """Are the calls of the flow expression `node` at any count of its slots the calls it makes at
     the largest counts, less those of the instances that do not exist (and the reads of those
-    calls)? Its unit says so (`padded`). The binder prices such a statement from its largest
+    calls)? Its combinator says so (`padded`). The binder prices such a statement from its largest
     unroll alone instead of comparing every count's unroll with it. A statement not padded is
-    compared (correct, only slower); a unit marked padded that is not cannot produce a wrong plan,
+    compared (correct, only slower); a combinator marked padded that is not cannot produce a wrong plan,
     because every chosen binding's bound is recomputed from its own unroll (optimize/exact.py), but
-    it would refuse plans (BAM504). tests/optimize/test_padded.py checks each padded unit."""
-    return unit_of(node).padded
+    it would refuse plans (BAM504). tests/optimize/test_padded.py checks each padded combinator."""
+    return combinator_of(node).padded
 
 
 def walk(topology: Topology, counts: dict[str, int]) -> Walk:
@@ -121,5 +121,5 @@ class _Walker:
             self.alternative = outer
 
     def expression(self, node) -> Walk:
-        """The walk of one flow expression: its combinator's unit."""
-        return unit_of(node).walk(self, node)
+        """The walk of one flow expression: its combinator's."""
+        return combinator_of(node).walk(self, node)

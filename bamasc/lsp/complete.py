@@ -9,7 +9,7 @@ from bamasc.check.prompts import BUILTIN_PLACEHOLDERS
 from bamasc.check.roles import ROLE_ATTRIBUTES
 from bamasc.check.systems import REWARD_ATTRIBUTES, SYSTEM_ATTRIBUTES
 from bamasc.check.topologies import FLOW_INPUTS
-from bamasc.combinators import unit_of
+from bamasc.combinators import combinator_of
 from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, ON_EXHAUSTED, READS, SELECTIONS
 from bamasc.provider_registry import names as provider_names
 from bamasc.records import record
@@ -205,7 +205,7 @@ def _passed(modules: dict, role: str) -> list[str]:
             slots = {slot.name for slot in decl.slots if slot.role == role}
             for flow in decl.flows:
                 for statement in flow.statements:
-                    for call in unit_of(statement.expr).calls(statement.expr):
+                    for call in combinator_of(statement.expr).calls(statement.expr):
                         if call.slot in slots:
                             names += [arg.name for arg in call.args if arg.name not in names]
     return names

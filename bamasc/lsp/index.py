@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bamasc.combinators import unit_of
+from bamasc.combinators import combinator_of
 from bamasc.records import record
 from bamasc.source import Span
 from bamasc.syntax import ast
@@ -89,10 +89,10 @@ def _topology(decl: ast.TopologyDecl) -> list[Occurrence]:
 
 
 def _expression(expr, slot, value) -> list[Occurrence]:
-    """The slot and flow names written in one flow expression (its unit's `occurrences`)."""
+    """The slot and flow names written in one flow expression (its combinator's `occurrences`)."""
     return [
         slot(name.name, name.span) if name.kind == "slot" else value(ast.Ident(name.name, name.span))
-        for name in unit_of(expr).occurrences(expr)
+        for name in combinator_of(expr).occurrences(expr)
     ]
 
 

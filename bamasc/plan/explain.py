@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from bamasc.check.linear import linear_row
-from bamasc.combinators import unit_of
+from bamasc.combinators import combinator_of
 from bamasc.combinators.dynamic import seat_step
 from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.graph import critical_path
@@ -221,9 +221,9 @@ def latency_lines(template: TemplatePlan) -> list[str]:
 
 
 def flow_lines(program, template: TemplatePlan) -> list[str]:
-    """What each flow statement's unit adds (a conversation: its turns and where it may stop)."""
+    """What each flow statement's combinator adds (a conversation: its turns and where it may stop)."""
     topology = program.topologies.get(template.name)
     lines = []
     for index, statement in enumerate(topology.flow if topology else ()):
-        lines += unit_of(statement.expr).explain(statement.expr, index, template.nodes)
+        lines += combinator_of(statement.expr).explain(statement.expr, index, template.nodes)
     return lines

@@ -1,6 +1,6 @@
-"""What a running task offers the combinators' units when they answer their decisions.
+"""What a running task offers the combinators when they answer their decisions.
 
-A unit (bamasc/combinators/) says which output answers each decision it asks
+A combinator (bamasc/combinators/) says which output answers each decision it asks
 and how (`Combinator.decisions`); this reads the run's outputs for it: the text
 of a call's output, whether a verdict approves, what a plan's cards say, which
 branch a router named, which draft wins a vote, and the reference's tests.

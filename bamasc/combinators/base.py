@@ -1,18 +1,18 @@
-"""The unit of a combinator, and the registry that finds the unit of a flow expression.
+"""The base of a combinator, and the registry that finds the combinator of a flow expression.
 
-A unit owns what the language knows about one flow form (an AST class): what
+A combinator owns what the language knows about one flow form (an AST class): what
 the checks say of it, which slots it calls and with which inputs (`walk`),
 which placeholders its calls fill (`sites`), which names the editor's index
 shows (`occurrences`), which decisions its outputs answer (`decisions`) and
 whether the binder may price it from its largest unroll (`padded`). Every
-other stage asks the unit through `unit_of(node)`; none tests a combinator's
-AST class. A new combinator is one unit, registered with `register`, plus its
+other stage asks the combinator through `combinator_of(node)`; none tests a combinator's
+AST class. A new combinator is one class, registered with `register`, plus its
 grammar rule (syntax/forms.py takes the rule's builder and layout).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
 
 from bamasc.diagnostics import Diagnostic
 from bamasc.records import record
@@ -46,8 +46,9 @@ class Name:
     span: Span
 
 
-class FlowCheck(Protocol):
-    """What the flow check (check/topologies.py) offers a unit while it checks one expression."""
+class FlowCheck:
+    """What the flow check (check/topologies.py) offers a combinator while it checks one expression
+    (a protocol, written as a class: `typing` is not imported on lint's path)."""
 
     diagnostics: list[Diagnostic]
 
@@ -68,9 +69,9 @@ class FlowCheck(Protocol):
 
 
 class Combinator:
-    """The base of every unit: a form that calls one slot (`node.call`) and passes its arguments."""
+    """The base of every combinator: a form that calls one slot (`node.call`) and passes its arguments."""
 
-    node: type = type(None)  # the AST class the unit owns (its exact class)
+    node: type = type(None)  # the AST class the combinator owns (its exact class)
     name = ""  # what plans and traces call it (`CallRequest.combinator`)
     padded = False  # see ir/walk.py: calls at a smaller count are the largest count's, less the missing
     decisions: dict[str, Callable] = {}  # decision kind -> answer(decision, run); run: runtime/answers.Answers
@@ -128,42 +129,42 @@ def slot_name(ident: ast.Ident) -> Name:
 
 # ---------------------------------------------------------------- the registry
 
-_UNITS: dict[type, Combinator] = {}
+_COMBINATORS: dict[type, Combinator] = {}
 _DECISIONS: dict[str, Callable] = {}
 
 
 class UnknownForm(TypeError):
-    """A flow expression no unit owns (a grammar rule added without its unit)."""
+    """A flow expression no combinator owns (a grammar rule added without its combinator)."""
 
 
-def register(unit: Combinator) -> Combinator:
-    """Make `unit` the owner of its AST class and of its decision kinds; returns it."""
-    _UNITS[unit.node] = unit
-    for kind, answer in unit.decisions.items():
+def register(combinator: Combinator) -> Combinator:
+    """Make `combinator` the owner of its AST class and of its decision kinds; returns it."""
+    _COMBINATORS[combinator.node] = combinator
+    for kind, answer in combinator.decisions.items():
         owner = _DECISIONS.get(kind)
         if owner is not None and owner is not answer:
             raise ValueError(f"decision kind {kind!r} is already answered by another combinator")
         _DECISIONS[kind] = answer
-    return unit
+    return combinator
 
 
-def unregister(unit: Combinator) -> None:
-    """Forget `unit` (a test's toy combinator)."""
-    _UNITS.pop(unit.node, None)
-    for kind in unit.decisions:
+def unregister(combinator: Combinator) -> None:
+    """Forget `combinator` (a test's toy combinator)."""
+    _COMBINATORS.pop(combinator.node, None)
+    for kind in combinator.decisions:
         _DECISIONS.pop(kind, None)
 
 
-def unit_of(node) -> Combinator:
-    """The unit that owns the flow expression `node`."""
+def combinator_of(node) -> Combinator:
+    """The combinator that owns the flow expression `node`."""
     try:
-        return _UNITS[type(node)]
+        return _COMBINATORS[type(node)]
     except KeyError:
         raise UnknownForm(f"no combinator owns the flow form {type(node).__name__}") from None
 
 
 def answer(decision: Decision, run):
-    """The answer of a run (runtime/interpreter.TaskRun) to `decision`, by the unit that asks it."""
+    """The answer of a run (runtime/interpreter.TaskRun) to `decision`, by the combinator that asks it."""
     try:
         answering = _DECISIONS[decision.kind]
     except KeyError:
@@ -171,7 +172,7 @@ def answer(decision: Decision, run):
     return answering(decision, run)
 
 
-# ---------------------------------------------------------------- answers shared by several units
+# ---------------------------------------------------------------- answers shared by several combinators
 
 
 def verdict(decision: Decision, run):
