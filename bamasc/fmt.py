@@ -39,7 +39,8 @@ INDENT = "  "
 # comment; nothing else in a source that parses holds `"`, `#` or `//`.
 _SCAN = re.compile(r'"""[\s\S]*?"""|"(?:[^"\\\n]|\\.)*"|(?://|#)[^\n]*')
 _GAP = re.compile(r"(?:\s+|(?://|#)[^\n]*)*")
-_HEADS = {"model_decl": "model", "role_decl": "role", "system_decl": "system", "topology_decl": "topology"}
+_HEADS = {"model_decl": "model", "role_decl": "role", "system_decl": "system", "topology_decl": "topology",
+          "tool_decl": "tool"}
 
 
 class FormatError(Exception):
@@ -300,6 +301,8 @@ class _Printer:
             return "$" + children[0].value
         if kind in ("string", "ident"):
             return children[0].value
+        if kind == "member":
+            return f"{children[0].value}.{children[1].value}"
         if kind == "call":
             func, *args = children
             return f"{func.value}({', '.join(self.value(arg, indent) for arg in args)})"

@@ -141,11 +141,11 @@ class Attributes:
         return value
 
     def token_count(self, name: str, required: str | None = None) -> int | None:
-        """A positive integer number of tokens, with no unit."""
+        """A positive integer number of tokens, with no unit or the unit `tokens`."""
         number = self.number(name, required)
         if number is None:
             return None
-        if number.unit:
+        if number.unit not in (None, "tokens"):
             self.diagnostics.append(
                 error("BAM208", f"'{name}' is a token count and takes no unit, not {number.unit}", number.span)
             )

@@ -109,11 +109,17 @@ def _positive(fields: Attributes, name: str, what: str, limit: float, unit: str,
     return _checked(value, name, f"'{name}' in the {what}", limit, unit, "BAM216", diagnostics)
 
 
+def seconds_value(value, name: str, what: str, code: str, diagnostics) -> float | None:
+    """A positive number of seconds (`5` or `5 s`) within MAX_SECONDS; None (and a diagnostic) otherwise."""
+    return _checked(value, name, what, MAX_SECONDS, " s", code, diagnostics)
+
+
 def _checked(value, name: str, what: str, limit: float, unit: str, code: str, diagnostics) -> float | None:
-    """A positive finite plain number within `limit`; None (and a diagnostic at the value) otherwise."""
-    if isinstance(value, ast.Number) and value.unit:
+    """A positive finite number within `limit`, plain or with its own unit (`s`); None (and a diagnostic
+    at the value) otherwise."""
+    if isinstance(value, ast.Number) and value.unit and value.unit != unit.strip():
         diagnostics.append(
-            error("BAM208", f"{what} is a plain number ({unit.strip()}) and takes no unit, not {value.unit}",
+            error("BAM208", f"{what} is in {unit.strip()} and takes no other unit, not {value.unit}",
                   value.span, hint=f"write `{name} = {shown(value.text)}`")
         )
         return None

@@ -19,6 +19,7 @@ SYMBOL_KINDS = {
     "role": types.SymbolKind.Interface,
     "topology": types.SymbolKind.Module,
     "system": types.SymbolKind.Package,
+    "tool": types.SymbolKind.Function,
     "slot": types.SymbolKind.Field,
     "flow": types.SymbolKind.Variable,
 }
@@ -31,6 +32,7 @@ COMPLETION_KINDS = {
     "role": types.CompletionItemKind.Interface,
     "topology": types.CompletionItemKind.Module,
     "system": types.CompletionItemKind.Module,
+    "tool": types.CompletionItemKind.Function,
     "slot": types.CompletionItemKind.Field,
     "flow": types.CompletionItemKind.Variable,
 }

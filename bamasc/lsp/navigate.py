@@ -79,7 +79,8 @@ def rename(analyses: list[Analysis], analysis: Analysis, occurrence: Occurrence,
 def document_symbols(module: ast.Module) -> list[Symbol]:
     found = []
     for decl in module.declarations:
-        kind = {ast.ModelDecl: "model", ast.RoleDecl: "role", ast.SystemDecl: "system", ast.TopologyDecl: "topology"}[type(decl)]
+        kind = {ast.ModelDecl: "model", ast.RoleDecl: "role", ast.SystemDecl: "system", ast.TopologyDecl: "topology",
+                ast.ToolDecl: "tool"}[type(decl)]
         children = ()
         if isinstance(decl, ast.TopologyDecl):
             children = tuple(Symbol(s.name, "slot", s.span, s.name_span) for s in decl.slots) + tuple(

@@ -10,7 +10,7 @@ from bamasc.source import Span
 
 @record
 class Number:
-    """A numeric literal, with the unit written after it (`µ$`, `$/Mtok`) if any."""
+    """A numeric literal, with the unit written after it (`µ$`, `$/Mtok`, `tokens`, `s`) if any."""
 
     value: float
     text: str
@@ -47,6 +47,8 @@ class String:
 
 @record
 class Ident:
+    """A name; `server.tool` (a tool of an MCP server, in a role's `tools`) is one Ident with a dot."""
+
     name: str
     span: Span
 
@@ -120,6 +122,16 @@ class RoleDecl:
 
 @record
 class SystemDecl:
+    name: str
+    attrs: tuple[Attr | Block, ...]
+    span: Span
+    name_span: Span
+
+
+@record
+class ToolDecl:
+    """`tool NAME { python = "module:name" ... }` or `tool NAME { mcp = "command" ... }`."""
+
     name: str
     attrs: tuple[Attr | Block, ...]
     span: Span
@@ -328,7 +340,7 @@ class TopologyDecl:
     name_span: Span
 
 
-Declaration = ModelDecl | RoleDecl | TopologyDecl | SystemDecl
+Declaration = ModelDecl | RoleDecl | TopologyDecl | SystemDecl | ToolDecl
 
 
 @record

@@ -81,6 +81,9 @@ class Transformer:
     def system_decl(self, node, children):
         return self._attributed(ast.SystemDecl, node, children)
 
+    def tool_decl(self, node, children):
+        return self._attributed(ast.ToolDecl, node, children)
+
     def block(self, node, children):
         return self._attributed(ast.Block, node, children)
 
@@ -112,6 +115,10 @@ class Transformer:
 
     def ident(self, node, children):
         return ast.Ident(children[0].value, self.span(node))
+
+    def member(self, node, children):
+        owner, name = children
+        return ast.Ident(f"{owner.value}.{name.value}", self.span(node))
 
     def list(self, node, children):
         return ast.ListValue(tuple(self.value(c) for c in children), self.span(node))

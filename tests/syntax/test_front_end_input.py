@@ -35,19 +35,25 @@ def test_a_long_string_lints_in_memory_linear_in_its_length(tmp_path):
 
 
 def test_a_stray_word_after_a_value_is_reported_at_the_word(tmp_path):
-    result = lint(tmp_path, b'role R {\n  max_output = 384 tokens\n  prompt = "{{task}}"\n}\n')
+    result = lint(tmp_path, b'role R {\n  max_output = 384 words\n  prompt = "{{task}}"\n}\n')
     [found] = result.diagnostics
     assert (found.code, found.span.line, found.span.col) == ("BAM001", 2, 20)
-    assert "tokens" in found.message
+    assert "words" in found.message and "tokens" in found.hint
+
+
+def test_a_token_count_may_carry_its_unit(tmp_path):
+    assert lint(tmp_path, b'role R {\n  max_output = 384 tokens\n  prompt = "{{task}}"\n}\n').diagnostics == []
+    [found] = lint(tmp_path, b'role R {\n  max_output = 384 s\n  prompt = "{{task}}"\n}\n').diagnostics
+    assert found.code == "BAM208"
 
 
 def test_a_diagnostic_on_a_long_line_shows_a_short_excerpt(tmp_path):
-    line = 'role R { prompt = "' + "x" * 100_000 + '" max_output = 384 tokens }\n'
+    line = 'role R { prompt = "' + "x" * 100_000 + '" max_output = 384 words }\n'
     result = lint(tmp_path, line.encode())
     text = render_text(result.diagnostics, result.sources)
     assert len(text) < 600
     excerpt, caret = text.splitlines()[1:3]
-    assert excerpt[caret.index("^"):].startswith("tokens")
+    assert excerpt[caret.index("^"):].startswith("words")
 
 
 def test_excerpt_window_keeps_the_caret_on_its_column():
