@@ -11,6 +11,10 @@ wait for a provider's rate limit ends when the attempt could no longer
 finish in time (`wait_left`). So a task never runs past its deadline by
 more than the time between two checks (the provider's return and the next
 prompt's rendering), whatever its models and their servers do.
+
+A run's attempts reach the clock as one link of their admission
+(runtime/admission.py, `DeadlineLink`); its refusal is `DeadlineReached`,
+which is not a `BudgetExhausted`: time and money are different limits.
 """
 
 from __future__ import annotations

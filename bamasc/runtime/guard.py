@@ -22,6 +22,11 @@ call of the task is reserved, and the task ends with that status.
 A resumed task starts from what the trace holds for it (`spent`): a crash
 never resets its ledger.
 
+A run's attempts reach the guard as one link of their admission
+(runtime/admission.py, `BudgetLink`): reserve to admit, `settle_usage` to
+settle, `keep` for an outcome unknown, `release` for an attempt surely not
+processed.
+
 `PosthocGuard` is the BAMAS paper's monitor (stop once spent >= budget,
 checked only after spending): the baseline of the overrun benchmark, and the
 check of a system that says `budget_check = after` (the reference-mode rows

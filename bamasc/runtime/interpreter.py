@@ -7,20 +7,18 @@ plan whose bound was proven; a call the plan does not know is refused.
 Concurrent calls (`parallel`) run together on asyncio. Loops end early when a
 critic approves or a plan has fewer steps; the calls they skip are not made.
 
-With a rate limiter, each attempt waits its provider key's turn after the
-guard reserves for it (runtime/limiter.py); the wait is on its trace line,
-and with a deadline it ends as soon as the turn cannot come in time.
-
-With a deadline, time is guarded as money is (runtime/deadline.py); when the
-next attempt might pass it, the task stops as when the budget runs out
-(`on_exhausted`), recording `deadline` as what ran out.
+Each attempt at a call passes the links of `admissions` (runtime/admission.py):
+the deadline (runtime/deadline.py), the budget guard, and with a rate limiter
+its provider key's turn (runtime/limiter.py), whose wait is on its trace
+line and ends as soon as the turn cannot come in time. A link that refuses
+stops the task (`on_exhausted`), recording what ran out: `budget`,
+`deadline`, or a new limit's name. The trace hears each attempt's events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 
 from bamasc.program import Program
 from bamasc.ir.tokens import output_cap
@@ -29,18 +27,18 @@ from bamasc.combinators.requests import Note
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, Seats, walk
 from bamasc.prices import Usage
 from bamasc.runtime.answers import Answers
+from bamasc.runtime.admission import Admissions, Attempt, BudgetLink, DeadlineLink, PaceLink
 from bamasc.runtime.extract import extract_answer
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.limiter import Pace, TurnTooLate
-from bamasc.runtime import reference_mode
 from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
 from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import safe_prompt_bound, task_tokens
 from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interpreter's results and stops)
-    BudgetExhausted, DeadlineReached, Output, TaskError, TaskOverbilled, TaskResult,
+    BudgetExhausted, DeadlineReached, Output, Refused, TaskError, TaskOverbilled, TaskResult,
 )
+from bamasc.runtime.trace import AttemptLines
 
 
 class TaskRun:
@@ -93,9 +91,8 @@ class TaskRun:
         self.clock.start(self.arrived)  # time spent waiting for room in a batch's total counts against the deadline
         try:
             result = await self.drive(walk(self.topology, self.counts))
-        except BudgetExhausted as problem:
-            status = "exhausted"
-            exhausted = "deadline" if isinstance(problem, DeadlineReached) else "budget"
+        except Refused as refusal:  # money, time, or another limit ran out
+            status, exhausted = "exhausted", refusal.limit
         except TaskError as problem:
             status, error = "error", str(problem)
         except TaskOverbilled as problem:
@@ -129,12 +126,6 @@ class TaskRun:
     def _models(self) -> list[str]:
         """The models the template binds, each once."""
         return sorted({model.name for model in self.model_of.values()})
-
-    def _too_late(self, node, model, prompt_tokens: int, cap: int, attempt: int, waited=None) -> DeadlineReached:
-        """Record the attempt the deadline does not leave time for."""
-        why = self.clock.refusal(model.latency, cap)
-        self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False, error=why, rate_wait=waited)
-        return DeadlineReached(node.id)
 
     def _final(self, value: FlowValue) -> Output | None:
         # A list as the answer (the steps of a plan, a conversation's transcript) answers with
@@ -189,71 +180,48 @@ class TaskRun:
         exact = provider.count_prompt_tokens(messages)
         prompt_tokens = exact if exact is not None else safe_prompt_bound(messages)
         cap = output_cap(role, model)
-        pace = Pace(self.limiter, model)
-        for attempt in range(1, self.retry.max_attempts + 1):
+        admissions = self.admissions(model)
+        attempt = Attempt(request, node, model, 1, prompt_tokens, cap, self.retry.timeout)
+        while True:
             if self.guard.overbilled:
                 raise TaskOverbilled(self.guard.overbilled)
-            timeout = self.clock.timeout_for(model.latency, cap)
-            if timeout is None:
-                raise self._too_late(node, model, prompt_tokens, cap, attempt)
-            reservation = self.guard.reserve(model, prompt_tokens, cap, **reference_mode.reserve_options(self.guard, request))
-            if reservation is None:
-                self._record(node, model, prompt_tokens, 0, 0.0, 0.0, 0.0, attempt, skipped=True, clamped=False)
-                raise BudgetExhausted(node_id)
-            try:
-                waited = await pace.wait(self.guard, reservation, self.clock.wait_left(model.latency, cap))
-            except TurnTooLate as late:  # the key's turn comes after the deadline: the wait ends now
-                raise self._too_late(node, model, prompt_tokens, cap, attempt, late.waited) from None
-            if waited and (timeout := self.clock.timeout_for(model.latency, cap)) is None:
-                self.guard.release(reservation)  # the wait for the provider's rate used up the time
-                raise self._too_late(node, model, prompt_tokens, cap, attempt, waited)
-            held = self._reserved(node, model, attempt, reservation)
-            started = time.perf_counter()
+            await admissions.admit(attempt)
             try:
                 completion = await provider.complete(
-                    messages, reservation.max_tokens, timeout=timeout, decoding=decoding_for(role, model),
+                    messages, attempt.max_tokens, timeout=attempt.timeout, decoding=decoding_for(role, model),
                     expect=self.expects.get(node_id, role.reads),
                 )
             except ProviderError as problem:
-                charged = self.guard.keep(reservation) if problem.outcome_unknown else self.guard.release(reservation)
-                self._failed(node, model, attempt, reservation, held, started, charged, f"{problem.kind}: {problem.message}", waited)
-                limited = pace.refused(problem)
-                if not self.retry.should_retry(attempt, problem):
+                attempt.reply = problem
+                ending = admissions.keep if problem.outcome_unknown else admissions.release
+                await ending(attempt, f"{problem.kind}: {problem.message}")
+                if not self.retry.should_retry(attempt.number, problem):
                     raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
-                if limited:
-                    # A 429 paused the key in the limiter, whose queue the retry joins: that is its wait,
-                    # and it ends at the deadline.
-                    continue
-                wait = self.retry.delay(attempt, problem, self.rng)
-                if self.clock.timeout_for(model.latency, cap, wait) is None:
-                    # Waiting out the backoff would leave too little time for the retry.
-                    raise self._too_late(node, model, prompt_tokens, cap, attempt + 1)
-                await asyncio.sleep(wait)
+                if not attempt.held_back:
+                    # A 429 paused the key in the limiter, whose queue the retry joins: that is its wait, and it
+                    # ends at the deadline. Any other failure backs off, unless that leaves too little time.
+                    wait = self.retry.delay(attempt.number, problem, self.rng)
+                    if attempt.deadline is not None and not attempt.deadline.fits_after(attempt, wait):
+                        late = attempt.again()
+                        raise admissions.refused(late, attempt.deadline.refusal(late))
+                    await asyncio.sleep(wait)
+                attempt = attempt.again()
                 continue
             except asyncio.CancelledError:
                 # Stopped from outside (a sibling was overbilled, or the run was
                 # interrupted) while the request was out: it may be billed.
-                charged = self.guard.keep(reservation)
-                self._failed(node, model, attempt, reservation, held, started, charged, "cancelled: outcome unknown, reservation kept", waited)
+                await admissions.keep(attempt, "cancelled: outcome unknown, reservation kept")
                 raise
             except Exception as problem:
                 # A provider that fails in a way it does not classify (a defect in
                 # it or in its SDK) ends this task only, and may have billed.
-                charged = self.guard.keep(reservation)
                 what = f"unexpected {type(problem).__name__} from the provider"
-                self._failed(node, model, attempt, reservation, held, started, charged, f"malformed: {what}, reservation kept", waited)
+                await admissions.keep(attempt, f"malformed: {what}, reservation kept")
                 raise TaskError(f"{node_id} on {model.name}: {what}") from None
-            usage = Usage(completion.prompt_tokens, completion.completion_tokens,
-                          completion.cached_tokens, completion.cache_write_tokens)
-            charged, rates = self.guard.settle_usage(reservation, usage)
+            attempt.reply = completion
+            await admissions.settle(attempt, Usage(completion.prompt_tokens, completion.completion_tokens,
+                                                   completion.cached_tokens, completion.cache_write_tokens))
             self.calls_made += 1
-            pace.answered(completion.rate_headers)
-            self._record(
-                node, model, completion.prompt_tokens, completion.completion_tokens, reservation.amount, charged,
-                time.perf_counter() - started, attempt, clamped=reservation.clamped, held=held,
-                error=f"overbilled: {self.guard.overbilled}" if self.guard.overbilled else None,
-                settled=(usage, rates), rate_wait=waited,
-            )
             if self.guard.overbilled:
                 for sibling in self.in_flight:
                     if sibling is not asyncio.current_task():
@@ -263,54 +231,12 @@ class TaskRun:
             if role.reads not in ("verdict", "plan"):
                 self.best = output
             return output
-        raise TaskError(f"{node_id}: no attempts left")  # max_attempts >= 1 makes this unreachable
 
-    def _failed(self, node, model, attempt: int, reservation, held, started: float, charged: float, error: str, waited) -> None:
-        """Record an attempt that ended without a completion."""
-        self._record(
-            node, model, reservation.prompt_tokens, 0, reservation.amount, charged, time.perf_counter() - started,
-            attempt, clamped=reservation.clamped, error=error, held=held, rate_wait=waited,
-        )
-
-    def _reserved(self, node, model, attempt: int, reservation) -> str | None:
-        """Write the reservation ahead of the attempt: if the process dies in flight, the trace still holds it."""
-        if self.trace is None:
-            return None
-        return self.trace.reserve(
-            {"task_id": self.task_id, "node": node.id, "model": model.name, "attempt": attempt,
-             "reserved": round(reservation.amount, 6)}
-        )
-
-    def _record(self, node, model, prompt_tokens, completion_tokens, reserved, charged, latency, attempt, *, clamped, skipped=False, error=None, held=None, settled=None, rate_wait=None):
-        if self.trace is None:
-            return
-        # A settled call shows the usage it was charged for and the rates (the tier) that applied.
-        ledger = {} if settled is None else {
-            "cached_tokens": settled[0].cached_tokens,
-            "cache_write_tokens": settled[0].cache_write_tokens,
-            "rates": settled[1].as_dict(),
-        }
-        if rate_wait is not None:  # the attempt went through a rate limiter
-            ledger["rate_wait_s"] = round(rate_wait, 6)
-        self.trace.call(
-            {
-                "id": held,
-                "task_id": self.task_id,
-                "node": node.id,
-                "role": node.role,
-                "model": model.name,
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "reserved": round(reserved, 6),
-                "charged": round(charged, 6),
-                "latency_ms": round(latency * 1000, 3),
-                "attempt": attempt,
-                "clamped": clamped,
-                "skipped": skipped,
-                "error": error,
-                **ledger,
-            }
-        )
+    def admissions(self, model) -> Admissions:
+        """The links every attempt at a call to `model` passes, in order, and who hears its events: the one
+        place they are composed, so a new limit is one more link here."""
+        links = (DeadlineLink(self.clock), BudgetLink(self.guard), PaceLink(self.limiter, model))
+        return Admissions(links, () if self.trace is None else (AttemptLines(self.trace, self.task_id),))
 
     # ------------------------------------------------------------ the walk
 

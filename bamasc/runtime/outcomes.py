@@ -42,12 +42,31 @@ class TaskResult:
         )
 
 
-class BudgetExhausted(Exception):
-    """The next call does not fit in what is left of the budget."""
+class Refused(Exception):
+    """An attempt was not admitted (runtime/admission.py): the task stops early, as its `on_exhausted` says.
+
+    Each kind names its `limit`, which the task's result records as what ran
+    out (`exhausted`); `error` is why, as the refused attempt's trace line
+    says it (None: the limit says nothing more).
+    """
+
+    limit: str
+
+    def __init__(self, where: str, error: str | None = None):
+        super().__init__(where)
+        self.error = error
 
 
-class DeadlineReached(BudgetExhausted):
+class BudgetExhausted(Refused):
+    """The next call does not fit in what is left of the budget: money ran out."""
+
+    limit = "budget"
+
+
+class DeadlineReached(Refused):
     """The next attempt might not finish before the task's deadline: time, not money, ran out."""
+
+    limit = "deadline"
 
 
 class TaskError(Exception):

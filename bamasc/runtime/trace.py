@@ -76,6 +76,51 @@ class TraceWriter:
             self.handle = None
 
 
+class AttemptLines:
+    """The trace's side of one task's attempts (runtime/admission.py's events): the `reserve` line of an
+    attempt about to be sent, and the `call` line of one that ended or was refused."""
+
+    def __init__(self, trace, task_id: str):
+        self.trace = trace  # a TraceWriter, or anything with its `reserve` and `call`
+        self.task_id = task_id
+        self.ids: dict = {}  # the reserve line's id of each attempt in flight
+
+    def __call__(self, event: str, attempt) -> None:
+        if event == "started":
+            self.ids[attempt] = self.trace.reserve(
+                {"task_id": self.task_id, "node": attempt.node.id, "model": attempt.model.name,
+                 "attempt": attempt.number, "reserved": round(attempt.reservation.amount, 6)}
+            )
+        else:
+            self.trace.call(self.line(event, attempt))
+
+    def line(self, event: str, attempt) -> dict:
+        made = event != "refused"  # a refused attempt held nothing and took no time
+        usage = attempt.usage if event == "settled" else None
+        line = {
+            "id": self.ids.pop(attempt, None),
+            "task_id": self.task_id,
+            "node": attempt.node.id,
+            "role": attempt.node.role,
+            "model": attempt.model.name,
+            "prompt_tokens": attempt.prompt_tokens if usage is None else usage.prompt_tokens,
+            "completion_tokens": 0 if usage is None else usage.completion_tokens,
+            "reserved": round(attempt.reservation.amount, 6) if made else 0.0,
+            "charged": round(attempt.charged, 6),
+            "latency_ms": round(attempt.latency * 1000, 3) if made else 0.0,
+            "attempt": attempt.number,
+            "clamped": made and attempt.clamped,
+            "skipped": not made,
+            "error": attempt.error,
+        }
+        if usage is not None:  # a settled call shows the usage it was charged for and the rates (the tier) that applied
+            line.update(cached_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
+                        rates=attempt.rates.as_dict())
+        if attempt.waited is not None:  # the attempt went through a rate limiter
+            line["rate_wait_s"] = round(attempt.waited, 6)
+        return line
+
+
 def _redacted(record: dict) -> dict:
     """`record` with any key in its error masked: an error may quote a server that echoed the key."""
     error = record.get("error")
