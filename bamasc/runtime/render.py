@@ -11,8 +11,8 @@ class MissingPlaceholder(Exception):
     """A required placeholder has no value in this call."""
 
 
-def render(template: str, inputs: dict[str, str], where: str = "") -> str:
-    """`template` with its placeholders filled; only `{{name?}}` may render empty.
+def render(prompt: str, inputs: dict[str, str], where: str = "") -> str:
+    """The prompt text `prompt` with its placeholders filled; only `{{name?}}` may render empty.
 
     Lint proves every call fills its role's required placeholders (BAM212),
     so a missing one means the plan and the interpreter disagree: sending
@@ -28,7 +28,7 @@ def render(template: str, inputs: dict[str, str], where: str = "") -> str:
             return ""
         raise MissingPlaceholder(f"{where}required placeholder '{{{{{name}}}}}' has no value in this call; run `bamasc lint`")
 
-    return PLACEHOLDER.sub(fill, template)
+    return PLACEHOLDER.sub(fill, prompt)
 
 
 def numbered(texts) -> str:
