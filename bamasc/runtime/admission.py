@@ -13,8 +13,11 @@ nothing.
 `Admissions` is a chain of links, composed in one place (the interpreter's
 `TaskRun.admissions`): the task's deadline, its budget guard, the provider
 key's rate pace. A new limit is one more link. The chain tells its listeners
-(the trace is one, `trace.AttemptLines`) each event of an attempt's life,
-`ATTEMPT_EVENTS`; what a listener reads is on the `Attempt`.
+(the trace is one, `trace.AttemptLines`) each event of an attempt's life:
+`refused` (a link would not admit it; nothing was sent), `started` (every
+link admitted it and it is about to be sent), `settled` (answered and
+charged) and `failed` (ended without an answer). What a listener reads is
+on the `Attempt`.
 
 The batch's total fits the same protocol one level up: `TotalLink` admits a
 task's whole worst case from what is left of the total (runtime/batch.py,
@@ -32,10 +35,6 @@ from bamasc.runtime import reference_mode
 from bamasc.runtime.limiter import rate_key
 from bamasc.runtime.outcomes import BudgetExhausted, DeadlineReached, Refused
 from bamasc.runtime.providers.base import ProviderError
-
-# refused: a link would not admit it (nothing was sent); started: every link admitted it and it is
-# about to be sent; settled: it was answered and charged; failed: it ended without an answer.
-ATTEMPT_EVENTS = ("refused", "started", "settled", "failed")
 
 
 class Attempt:
@@ -98,9 +97,9 @@ class Admission:
 class Admissions:
     """The links one attempt passes, in order, and the listeners of its events (each `listener(event, attempt)`).
 
-    An attempt's links end without waiting on anything (a guard, a clock, a
-    limiter's local state or a message sent and not awaited), so a
-    cancellation cannot cut an ending in half.
+    The links a run composes end without waiting on anything (a guard, a
+    clock, a limiter's local state or a message sent and not awaited), so a
+    cancellation cannot cut an ending in half; a new link's should not wait either.
     """
 
     def __init__(self, links, listeners=()):
