@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bamasc import __version__
+from bamasc.codes import CODES
 from bamasc.records import record
 from bamasc.secrets import mask_keys, mask_span
 from bamasc.source import SourceFile, Span, excerpt_window
@@ -13,82 +14,7 @@ if TYPE_CHECKING:
 
 ERROR = "error"
 WARNING = "warning"
-
-# Every code the tool can emit: a stable kebab-case name and a one-line description (SARIF rules use them).
-CODES: dict[str, tuple[str, str]] = {
-    "BAM001": ("syntax-error", "The source does not follow the grammar."),
-    "BAM002": ("unclosed-block", "A block opened with '{' or '[' is never closed."),
-    "BAM003": ("unterminated-string", "A string literal runs to the end of the line or file."),
-    "BAM004": ("invalid-character", "A character that no token of the language starts with."),
-    "BAM005": ("not-utf8", "The file is not valid UTF-8."),
-    "BAM006": ("file-not-found", "A file given on the command line or imported does not exist or cannot be read."),
-    "BAM007": ("import-cycle", "Files import each other in a cycle."),
-    "BAM008": ("file-too-large", "The file is larger than the linter accepts."),
-    "BAM101": ("duplicate-name", "Two declarations of the same kind share a name."),
-    "BAM102": ("unknown-model", "A name used as a model is not declared."),
-    "BAM103": ("unknown-role", "A name used as a role is not declared."),
-    "BAM104": ("unknown-topology", "A name used as a topology is not declared."),
-    "BAM105": ("unknown-slot", "A name used as a slot is not declared in its topology."),
-    "BAM106": ("unknown-attribute", "An attribute the declaration does not have."),
-    "BAM107": ("missing-attribute", "A required attribute is absent."),
-    "BAM108": ("wrong-type", "An attribute's value has the wrong type."),
-    "BAM109": ("duplicate-attribute", "An attribute is given twice."),
-    "BAM110": ("invalid-choice", "An attribute's value is not one of the allowed names."),
-    "BAM201": ("missing-price", "A model has no input or output price."),
-    "BAM202": ("negative-price", "A price is below zero."),
-    "BAM203": ("zero-price", "A paid provider's model has a price of zero."),
-    "BAM204": ("invalid-tier", "A tier is not a positive integer."),
-    "BAM205": ("literal-secret", "An API key is written into the source (api_key, or base_url credentials) instead of env(\"VAR\")."),
-    "BAM206": ("unknown-placeholder", "A prompt placeholder names nothing the role receives."),
-    "BAM207": ("invalid-count", "A token count or count bound is not a positive integer."),
-    "BAM208": ("unit-error", "A value carries a unit that does not fit the attribute."),
-    "BAM209": ("invalid-quality", "A quality weight is not a positive number."),
-    "BAM210": ("out-of-range", "A number is above the largest value the language accepts for it."),
-    "BAM211": ("invalid-env-name", "env(\"...\") names no environment variable: a key, or text that is not a variable name."),
-    "BAM212": ("unfilled-placeholder", "A call cannot fill a required {{placeholder}} of its role's prompt."),
-    "BAM213": ("unused-argument", "A call passes an argument that no prompt it reaches shows."),
-    "BAM214": ("invalid-decoding", "A decoding setting (temperature, top_p, seed, stop) is out of range or of the wrong type."),
-    "BAM215": ("unknown-tokenizer", "A model names a tokenizer bamasc does not have, or one its provider does not use."),
-    "BAM216": ("invalid-latency", "A latency value (first_token, per_token, tokens_per_s) is not a positive number."),
-    "BAM217": ("incomplete-latency", "A latency block lacks first_token, or gives neither per_token nor tokens_per_s."),
-    "BAM218": ("conflicting-latency", "A latency block gives both per_token and tokens_per_s."),
-    "BAM219": ("invalid-rate-limit", "A rate_limit block gives no limit, or a limit that is not a positive whole number per minute."),
-    "BAM220": ("unknown-catalog-entry", "catalog(\"provider/model\") names no entry of the offline price catalogue."),
-    "BAM221": ("unpriceable-catalog-entry", "A catalogue entry has no per-token prices bamasc can bound (per character, per message, no output price)."),
-    "BAM222": ("invalid-catalog-price", "A price is neither a block nor catalog(\"provider/model\") with one string."),
-    "BAM223": ("invalid-price-tier", "A long_prompt price tier has no valid 'above' threshold."),
-    "BAM224": ("invalid-reward-weight", "A reward weight (task_weight, budget_weight) is negative."),
-    "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
-    "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
-    "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),
-    "BAM304": ("unused-slot", "A slot that the flow never calls."),
-    "BAM305": ("undefined-flow-name", "A flow uses a value that no statement defines."),
-    "BAM306": ("missing-answer", "A flow has no 'answer' statement, or more than one."),
-    "BAM307": ("invalid-flow", "A flow statement misuses a combinator."),
-    "BAM308": ("missing-flow", "A topology has no flow."),
-    "BAM309": ("unreachable-branch", "A route's branch can never run: an earlier branch takes every output that names it."),
-    "BAM310": ("missing-fallback", "A route has no 'otherwise' branch, so a router output naming no branch fails the task."),
-    "BAM311": ("missing-round-limit", "A conversation has no max_rounds, so its cost has no bound."),
-    "BAM312": ("unreachable-termination", "A conversation's until clause can never stop it, or never before its round limit."),
-    "BAM313": ("missing-step-limit", "A dynamic plan has no max_steps, so its cost has no bound."),
-    "BAM401": ("no-models", "A system has no models."),
-    "BAM402": ("no-topologies", "A system has no topologies."),
-    "BAM403": ("invalid-budget", "A budget is zero or negative."),
-    "BAM404": ("budget-unreachable", "No template of the system fits its budget, even with its cheapest binding."),
-    "BAM405": ("template-over-budget", "One template of the system cannot fit its budget."),
-    "BAM406": ("unknown-tier", "A require row counts seats of a tier no model of the system has."),
-    "BAM407": ("invalid-deadline", "A deadline is not a positive number of seconds."),
-    "BAM408": ("deadline-unprovable", "A system has a deadline, but a model of its pool declares no latency to prove it with."),
-    "BAM409": ("price-differs-from-catalog", "A hand-written price differs from the catalogue's for the same provider and model id."),
-    "BAM410": ("old-price-catalog", "The price catalogue a catalog() price comes from is older than bamasc's limit (120 days)."),
-    "BAM411": ("catalog-cache-rebuilt", "A file of the price catalogue's cache was damaged or edited, or disagreed with the installed snapshot; it was rebuilt from the snapshot."),
-    "BAM501": ("template-infeasible", "The compiler found no binding of a template within the budget."),
-    "BAM502": ("system-infeasible", "No template of a system has a binding within the budget."),
-    "BAM503": ("template-too-large", "A template allows too many slot-count combinations to bind exactly."),
-    "BAM504": ("solver-failed", "The solver could not settle a template's binding."),
-    "BAM505": ("template-misses-deadline", "A template's worst-case latency, on its binding, is above the system's deadline."),
-    "BAM506": ("paper-pool-over-budget", "Under --cost-model paper, a template's pool has an exact worst case above the budget."),
-}
+# CODES (bamasc/codes.py): every code the tool can emit, its stable kebab-case name and its description.
 
 
 @record

@@ -299,10 +299,8 @@ class _Printer:
             return " ".join(token.value for token in children)
         if kind == "money":
             return "$" + children[0].value
-        if kind in ("string", "ident"):
+        if kind in ("string", "ident", "member"):
             return children[0].value
-        if kind == "member":
-            return f"{children[0].value}.{children[1].value}"
         if kind == "call":
             func, *args = children
             return f"{func.value}({', '.join(self.value(arg, indent) for arg in args)})"

@@ -34,7 +34,13 @@ MAX_STATEMENT_UNITS = 4096
 MAX_STEPS = 64
 MAX_ROUNDS = 16
 MAX_TURNS = 256
-# Seconds, for a model's `latency` (first token, and per output token) and a system's `deadline`: one day.
+# A role's tool loop: rounds that may ask for tools, tool calls per round, and tools it names. Round k
+# re-sends every earlier round, so its prompts grow with the square of its rounds.
+MAX_TOOL_ROUNDS = 64
+MAX_TOOL_CALLS = 64
+MAX_TOOLS = 128
+# Seconds, for a model's `latency` (first token, and per output token), a system's `deadline` and a tool's
+# `timeout`: one day.
 MAX_SECONDS = 86_400.0
 # A model's `tokens_per_s`: a billion, far past any server.
 MAX_TOKENS_PER_S = 1e9

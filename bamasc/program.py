@@ -11,6 +11,7 @@ from bamasc.source import Span
 from bamasc.syntax import ast
 
 NO_SPANS = MappingProxyType({})
+NO_TOOLS = MappingProxyType({})
 
 READS = ("text", "answer", "verdict", "plan", "code")
 ANSWER_KINDS = ("number", "code", "boxed", "text")
@@ -25,6 +26,12 @@ UNGUARDED_CHECKS = frozenset({"after", "none"})
 # Defaults a system gets when it does not say (documented in docs/language.md).
 DEFAULT_TASK_TOKENS = 500
 DEFAULT_MIN_AGENTS = 1
+
+# What a tool and a role's tool loop get when they do not say (docs/language.md, "Tools").
+TOOL_KINDS = ("python", "mcp")
+DEFAULT_TOOL_TIMEOUT_S = 10.0
+DEFAULT_MAX_SPEC_TOKENS = 400  # a tool spec the source does not fix (an MCP tool's, or one derived from type hints)
+DEFAULT_MAX_TOOL_CALLS = 1
 
 
 @record
@@ -96,6 +103,24 @@ class Model:
 
 
 @record
+class Tool:
+    """A `tool` declaration: one Python callable, or the tools of one MCP server (docs/language.md, "Tools")."""
+
+    name: str
+    kind: str  # TOOL_KINDS: "python" | "mcp"
+    target: str  # "module:name" (python), or the command line that starts the server (mcp)
+    description: str | None  # what the model is told it does; an MCP server describes its own tools
+    parameters: dict | None  # the JSON Schema of its arguments; None: derived from type hints, or the server's
+    allow: tuple[str, ...]  # mcp: the server's tools a role may name as `NAME.tool`
+    max_result: int  # tokens a result is cut to (marker included)
+    timeout_s: float  # the longest one call may take
+    price: float  # µ$ per call
+    span: Span
+    spans: dict[str, Span] = NO_SPANS
+    max_spec: int = DEFAULT_MAX_SPEC_TOKENS  # tokens of a spec the source does not fix (name, description, schema)
+
+
+@record
 class Role:
     name: str
     prompt: str
@@ -105,6 +130,14 @@ class Role:
     span: Span
     spans: dict[str, Span] = NO_SPANS
     decoding: DecodingSettings = NO_DECODING
+    tools: tuple[str, ...] = ()  # as written: "lookup_order", "files.read_file"
+    max_tool_rounds: int = 0  # model calls that may ask for tools, before one final call without; 0: no tools
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS  # tool calls one round may ask for
+    output_schema: dict | None = None  # `output = json("""...""")`: the JSON Schema its reply must hold to
+    item_spans: dict[str, tuple[Span, ...]] = NO_SPANS  # "tools": the span of each name in `tools`
+    # What the bound of its calls needs of its tools (combinators/tools.ToolLoop), resolved once every
+    # tool is read (check/tools.py); None when it has none.
+    loop: object = None
 
 
 @record
@@ -190,3 +223,4 @@ class Program:
     systems: dict[str, System]
     root_files: tuple[str, ...]
     source_texts: dict[str, str]  # every file the program was built from, as read (its bytes: `.encode()`)
+    tools: dict[str, Tool] = NO_TOOLS  # `tool` declarations by name

@@ -127,14 +127,16 @@ for _provider in (
         "anthropic", f"{_RUNTIME}.anthropic_provider:from_model", sdk="anthropic", key_env="ANTHROPIC_API_KEY",
         paid=True, rate_headers="anthropic-ratelimit", catalog="anthropic",
         decoding=("temperature", "top_p", "stop"),  # the Messages API has no seed
-        tools=True,
+        tools=True, structured_output=True,  # a structured output is a forced tool call
     ),
     ProviderRecord(
         "llamacpp", f"{_RUNTIME}.llamacpp_provider:from_model", sdk="llama_cpp", offline=True, tokenizer="gguf",
         extra="local",
     ),
-    ProviderRecord("fake", f"{_RUNTIME}.fake:from_model", offline=True, tokenizer="bytes"),
-    ProviderRecord("replay", f"{_RUNTIME}.replay:from_model", offline=True, tokenizer="recorded"),
+    ProviderRecord("fake", f"{_RUNTIME}.fake:from_model", offline=True, tokenizer="bytes", tools=True,
+                   structured_output=True),
+    ProviderRecord("replay", f"{_RUNTIME}.replay:from_model", offline=True, tokenizer="recorded", tools=True,
+                   structured_output=True),
 ):
     register(_provider)
 del _provider

@@ -16,7 +16,7 @@ PACKAGE = Path(ROOT) / "bamasc"
 
 # Each stage may import its own and lower ranks only (docs/architecture.md, the stages table).
 RANK = {
-    "records": 0, "rows": 0, "secrets": 0, "words": 0, "limits": 0, "encodings": 0, "prices": 0, "extras": 0,
+    "records": 0, "rows": 0, "secrets": 0, "words": 0, "limits": 0, "encodings": 0, "prices": 0, "extras": 0, "codes": 0,
     "provider_registry": 0,
     "source": 1,
     "diagnostics": 2,

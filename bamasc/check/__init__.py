@@ -13,6 +13,7 @@ from bamasc.check.references import check_references
 from bamasc.check.roles import read_role
 from bamasc.check.sizes import check_sizes
 from bamasc.check.systems import read_system
+from bamasc.check.tools import check_tool_providers, read_tool, resolve_tools
 from bamasc.check.topologies import read_topology
 from bamasc.diagnostics import Diagnostic, Note, error, has_errors
 from bamasc.loader import Loaded
@@ -23,10 +24,11 @@ _READERS = {
     ast.RoleDecl: ("role", "roles", read_role),
     ast.TopologyDecl: ("topology", "topologies", read_topology),
     ast.SystemDecl: ("system", "systems", read_system),
+    ast.ToolDecl: ("tool", "tools", read_tool),
 }
 
 # Passes over a program whose declarations all resolved; each returns diagnostics.
-PASSES = (check_references, check_sizes, check_deadlines, check_catalog_prices, check_flow_roles)
+PASSES = (check_references, check_sizes, check_deadlines, check_catalog_prices, check_flow_roles, check_tool_providers)
 # Passes that need a program free of errors (they compute with its values).
 COMPUTING_PASSES = (check_caps,)
 
@@ -34,7 +36,7 @@ COMPUTING_PASSES = (check_caps,)
 def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
     """The typed program and every problem found in it (all of them, not the first)."""
     diagnostics: list[Diagnostic] = []
-    tables: dict[str, dict] = {"models": {}, "roles": {}, "topologies": {}, "systems": {}}
+    tables: dict[str, dict] = {"models": {}, "roles": {}, "topologies": {}, "systems": {}, "tools": {}}
     first_spans: dict[tuple[str, str], ast.Declaration] = {}
     for module in loaded.modules.values():
         for decl in module.declarations:
@@ -56,11 +58,12 @@ def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
     diagnostics.extend(check_prompts(loaded.modules))
     program = Program(
         models=tables["models"],
-        roles=tables["roles"],
+        roles=resolve_tools(tables["roles"], tables["tools"], diagnostics),
         topologies=tables["topologies"],
         systems=tables["systems"],
         root_files=tuple(loaded.roots),
         source_texts=dict(loaded.texts),
+        tools=tables["tools"],
     )
     for run in PASSES:
         diagnostics.extend(run(program))

@@ -1,14 +1,15 @@
-"""Reads and checks `role` declarations: prompt, system prompt, output cap, what the output is."""
+"""Reads and checks `role` declarations: prompt, system prompt, output cap, what the output is, its tools."""
 
 from __future__ import annotations
 
 from bamasc.check.attributes import Attributes
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
+from bamasc.check.tools import ROLE_TOOL_ATTRIBUTES, read_tool_use
 from bamasc.program import READS, Role
 from bamasc.diagnostics import Diagnostic
 from bamasc.syntax import ast
 
-ROLE_ATTRIBUTES = ("prompt", "system", "max_output", "reads", *DECODING_ATTRIBUTES)
+ROLE_ATTRIBUTES = ("prompt", "system", "max_output", "reads", *DECODING_ATTRIBUTES, *ROLE_TOOL_ATTRIBUTES)
 
 
 def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
@@ -22,4 +23,5 @@ def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
         span=decl.name_span,
         spans=attrs.spans(),
         decoding=read_decoding(attrs, diagnostics),
+        **read_tool_use(attrs, decl.name, diagnostics),
     )

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 
+from bamasc.combinators.tools import RESULT_FRAMING, TOOL_SPEC_FRAMING, TOOLS_FRAMING, output_schema_tokens  # noqa: F401
 from bamasc.program import Model, Role
 
 # Chat formats wrap each message in role markers and separators; 8 tokens covers
 # the OpenAI, Anthropic and common GGUF chat templates per message.
 MESSAGE_OVERHEAD_TOKENS = 8
+# What tools add to a prompt beyond their text (RESULT_FRAMING per result, TOOL_SPEC_FRAMING per spec,
+# TOOLS_FRAMING per prompt sent with tools) is defined with the tool loop (combinators/tools.py) and
+# imported here, beside the message's framing.
 
 _PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
 
@@ -22,6 +26,8 @@ def template_tokens(role: Role) -> int:
     total = len(_PLACEHOLDER.sub("", role.prompt).encode("utf-8")) + MESSAGE_OVERHEAD_TOKENS
     if role.system:
         total += len(_PLACEHOLDER.sub("", role.system).encode("utf-8")) + MESSAGE_OVERHEAD_TOKENS
+    if role.output_schema is not None:  # a structured output's schema goes with every prompt of the role
+        total += output_schema_tokens(role.output_schema)
     return total
 
 

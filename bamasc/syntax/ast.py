@@ -47,9 +47,7 @@ class String:
 
 @record
 class Ident:
-    """A name; `server.tool` (a tool of an MCP server, in a role's `tools`) is one Ident with a dot."""
-
-    name: str
+    name: str  # `server.tool` (an MCP server's tool, in a role's `tools`) is one name with a dot
     span: Span
 
 

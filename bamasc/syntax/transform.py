@@ -117,8 +117,7 @@ class Transformer:
         return ast.Ident(children[0].value, self.span(node))
 
     def member(self, node, children):
-        owner, name = children
-        return ast.Ident(f"{owner.value}.{name.value}", self.span(node))
+        return ast.Ident(children[0].value, self.span(node))
 
     def list(self, node, children):
         return ast.ListValue(tuple(self.value(c) for c in children), self.span(node))
