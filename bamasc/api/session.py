@@ -66,7 +66,8 @@ class Session:
         from bamasc.runtime.execute import Recorder, Summary, close_providers, fewer_collections, make_limiter
         from bamasc.runtime.execute import make_providers, settle_interrupted
         from bamasc.runtime.trace import read_ledgers
-        from bamasc.runtime.workers import Batch, run_models
+        from bamasc.runtime.batch_session import run_models
+        from bamasc.runtime.workers import Batch
 
         if self._batch is not None:
             return

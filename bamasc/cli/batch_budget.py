@@ -37,7 +37,7 @@ def check(report: Report, args) -> bool:
 
 
 def _levels(report: Report, args, program, system, options):
-    """(budget, system plan, selector or None) for each declared budget other than the plan's own.
+    """A BudgetLevel for each declared budget other than the plan's own.
 
     A plan file holds its own budget only: lower levels need the source, so
     with a plan a task runs at its budget or, where that does not fit, capped
@@ -47,6 +47,7 @@ def _levels(report: Report, args, program, system, options):
     if args.file.endswith(".json") or declared is None:
         return []
     from bamasc.plan.compile import compile_file
+    from bamasc.runtime.batch import BudgetLevel
 
     levels = []
     for budget in sorted(set(declared.budgets)):
@@ -66,7 +67,7 @@ def _levels(report: Report, args, program, system, options):
             except PolicyError as problem:
                 output.failure(report, problem)
                 return None
-        levels.append((float(budget), plan, selector))
+        levels.append(BudgetLevel(float(budget), plan, selector))
     return levels
 
 
@@ -79,12 +80,14 @@ def _allocator(report: Report, args, system, options, levels, tasks: int):
     except OfflineDataError as problem:
         output.failure(report, problem)
         return None
+    from bamasc.runtime.batch import BudgetLevel
+
     templates = {}
-    for budget, plan, selector in [(system.budget, system, options.selector), *levels]:
+    for level in [BudgetLevel(system.budget, system, options.selector), *levels]:
         if options.template is not None:
-            templates[float(budget)] = options.template
+            templates[float(level.budget)] = options.template
         else:
-            templates[float(budget)] = None if selector is not None else plan.selection["selected"]
+            templates[float(level.budget)] = None if level.selector is not None else level.system.selection["selected"]
     estimates = Estimates(((r.task_id, r.budget, r.template, r.success, r.cost) for r in rows if r.feasible), templates)
     try:
         return DualAllocator(estimates, args.total_budget, tasks)

@@ -18,11 +18,88 @@ counts, an exact running sum, and the costs and times counted per printed
 value (0.1 µ$, 1 ms), whose order statistics are those of the values
 themselves because rounding keeps order. Its size depends on the spread of
 the costs, not on the number of tasks.
+
+`BudgetLevel` is one per-task budget a batch's tasks may run at, and the
+protocols below type what a run's options may plug in (`ExecOptions`): the
+selector, the allocator, a shared ledger and a shared rate limiter.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+from bamasc.records import record
+
+if TYPE_CHECKING:
+    from bamasc.plan.schema import SystemPlan
+
+
+class Selector(Protocol):
+    """Picks a template per task: task texts in, one template name per text out (a policy, `policy/select.py`)."""
+
+    def __call__(self, texts: list[str], /) -> list[str]: ...
+
+
+class Allocator(Protocol):
+    """Picks each task's per-task budget under the total (`runtime/allocate.DualAllocator`)."""
+
+    def choose(self, task_id: str) -> float: ...
+
+    def observe(self, budget: float, charged: float) -> None: ...
+
+    def explain(self) -> str: ...
+
+
+class BatchLedger(Protocol):
+    """What is left of a batch's total: `BatchBudget`, or a proxy for one behind an actor
+    (`ray_actors.RemoteLedger`)."""
+
+    total: float
+    spent: float
+    earlier: float
+    held: float
+
+    @property
+    def remaining(self) -> float: ...
+
+    async def reserve(self, amount: float) -> bool: ...
+
+    async def settle(self, reserved: float, charged: float) -> None: ...
+
+    async def wait(self) -> None: ...
+
+
+class Limiter(Protocol):
+    """The rate limiter every call to a provider key waits on: `limiter.RateLimiter`, or a proxy for one
+    behind an actor (`ray_actors.RemoteLimiter`)."""
+
+    async def acquire(self, key: str, tokens: int, within: float | None = None) -> float | None: ...
+
+    def penalise(self, key: str, retry_after_s: float | None = None) -> None: ...
+
+    def observe(self, key: str, headers: Mapping[str, str]) -> None: ...
+
+    def limits(self, key: str) -> tuple[float | None, float | None]: ...
+
+
+@record
+class BudgetLevel:
+    """A per-task budget a batch's tasks may run at, the system compiled at it, and who picks its templates."""
+
+    budget: float  # µ$ per task
+    system: SystemPlan  # the system's plan at this budget
+    selector: Selector | None = None  # a policy that picks a template per task; None: the plan's selection
+
+
+def budget_levels(system: SystemPlan, selector: Selector | None, others: tuple[BudgetLevel, ...]) -> list[BudgetLevel]:
+    """Every per-task budget a task may run at, largest first: the system's own, then `others` at budgets
+    it does not have (the first of equal budgets is kept)."""
+    levels = {system.budget: BudgetLevel(system.budget, system, selector)}
+    for level in others:
+        levels.setdefault(float(level.budget), BudgetLevel(float(level.budget), level.system, level.selector))
+    return sorted(levels.values(), key=lambda level: -level.budget)
 
 
 class BatchBudget:

@@ -5,12 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from bamasc.records import record
 from bamasc.runtime.guard import BudgetGuard, PosthocGuard
 from bamasc.runtime.interpreter import TaskResult, TaskRun
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.trace import TaskLedger, TraceWriter
+
+if TYPE_CHECKING:
+    from bamasc.program import Model
+    from bamasc.runtime.batch import Allocator, BatchLedger, BudgetLevel, Limiter, Selector
 
 TASK_FIELDS = ("task", "question", "text", "problem", "prompt")
 ID_FIELDS = ("id", "task_id")
@@ -70,14 +76,14 @@ class ExecOptions:
     retry: RetryPolicy = RetryPolicy()
     seed: int = 0
     template: str | None = None  # run this template instead of the selected one
-    selector: object = None  # select = policy(...): task texts -> a template name per task
+    selector: Selector | None = None  # select = policy(...): task texts -> a template name per task
     total_budget: float | None = None  # µ$ for the whole batch (runtime/batch.py); None: no cap beyond each task's
-    budget_plans: tuple = ()  # (budget, SystemPlan, selector or None): the system compiled at other per-task budgets
-    allocator: object = None  # picks each task's per-task budget under the total (runtime/allocate.py)
-    ledger: object = None  # a BatchBudget (or one behind an actor) to share instead of a new one of total_budget
-    limiter: object = None  # a shared runtime.limiter.RateLimiter; None: one for this run from the models' rate_limits
-    providers: object = None  # model -> Provider, instead of make_provider (the Python API's injected providers)
-    listener: object = None  # called with (kind, record) as each reserve, call and task line is written
+    budget_plans: tuple[BudgetLevel, ...] = ()  # the system compiled at other per-task budgets
+    allocator: Allocator | None = None  # picks each task's per-task budget under the total (runtime/allocate.py)
+    ledger: BatchLedger | None = None  # a BatchBudget (or one behind an actor) to share, not a new one of total_budget
+    limiter: Limiter | None = None  # a shared RateLimiter; None: one for this run from the models' rate_limits
+    providers: Callable[[Model], Any] | None = None  # model -> Provider, not make_provider (the API's own providers)
+    listener: Callable[[str, dict], None] | None = None  # (kind, record) as each reserve, call and task line is written
 
 
 def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[str]]:

@@ -24,13 +24,14 @@ import json
 import logging
 import os
 
-from bamasc.runtime.batch import BatchBudget, BatchTotals
-from bamasc.runtime.execute import ExecOptions, Summary, close_providers, make_limiter, make_providers
+from bamasc.runtime.batch import BatchBudget
+from bamasc.runtime.batch_session import BatchOutcome, BatchSession
+from bamasc.runtime.execute import ExecOptions, close_providers, make_providers
 from bamasc.runtime.interpreter import TaskResult
 from bamasc.runtime.ray_actors import Ledger, Limits, Runner, SharedActorLost
 from bamasc.runtime.shards import DYING_PROCESS_S, merge_shards, shard_path, shards_of
-from bamasc.runtime.trace import TaskLedger, TraceError, TraceWriter, read_ledgers
-from bamasc.runtime.workers import BatchOutcome, run_models, task_line, with_templates
+from bamasc.runtime.trace import TaskLedger, TraceError, TraceWriter
+from bamasc.runtime.workers import task_line
 
 QUEUED_PER_SLOT = 2  # tasks sent to a runner per task it runs at once: the next is there when one ends
 DEAD_SHARD_S = 5.0  # how long the driver waits for a dead runner's shard lock before leaving it to the run's end
@@ -76,66 +77,37 @@ def run_on_ray(plan, program, system_name: str | None, tasks, options: ExecOptio
         raise ValueError("--allocate runs on the local engine only: its estimates are one process's state")
     if options.ledger is not None:
         raise ValueError("a shared ledger object cannot be shared with Ray actors; give the total instead")
-    system = plan.system(system_name)
-    template_name = options.template or system.selection["selected"]
-    trace = TraceWriter(options.trace_path)  # held for the whole run: the lock keeps a second run off it
+    # Its trace is held for the whole run: the lock keeps a second run off it. The runners write shards.
+    session = BatchSession(plan, program, system_name, tasks, options, on_result=on_result, progress=progress)
+    system, trace = session.system, session.trace
     started = False
     try:
-        # A killed run's shards: what they hold was spent, and is folded in before the trace is read.
-        merge_shards(trace, shards_of(options.trace_path), DYING_PROCESS_S)
-        ledgers = read_ledgers(options.trace_path) if options.resume else {}
-        done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
-        earlier_total = sum(ledger.spent for ledger in ledgers.values())
-        take_ids = getattr(tasks, "take_ids", None)
-        ids = take_ids() if take_ids is not None else [task.id for task in tasks]
-        pending_count = sum(1 for task_id in ids if task_id not in done)
-        done_here = sorted(done.intersection(ids))
-        for task_id in done:
-            del ledgers[task_id]
-        by_policy = options.selector is not None and options.template is None
-        if not by_policy and not system.template(template_name).feasible:
-            from bamasc.plan.render import no_binding_text
-
-            raise ValueError(no_binding_text(system, system.template(template_name)))
-        totals, summary = BatchTotals(), Summary()
-        ledger = None if options.total_budget is None else BatchBudget(options.total_budget, spent=earlier_total)
-        if not pending_count:
-            return BatchOutcome(totals, summary, done_here, ledger)
-        models = run_models(system, options, by_policy)
-        _check_providers(program, system.name, options, models)  # a missing API key is told here, before Ray starts
-        limiter = make_limiter(program, models, options)
+        if not session.pending_count:
+            return session.outcome()
+        # A missing API key is told here, before Ray starts.
+        _check_providers(program, system.name, options, session.models)
         started = start_ray(address, actors)
         shared = ray.remote(Ledger).options(num_cpus=0, max_concurrency=100_000)
-        ledger_actor = None if ledger is None else shared.remote(ledger.total, earlier_total)
+        ledger_actor = None if session.ledger is None else shared.remote(session.ledger.total, session.earlier_total)
         limits = ray.remote(Limits).options(num_cpus=0, max_concurrency=100_000)
-        limits_actor = None if limiter is None else limits.remote(limiter)
+        limits_actor = None if session.limiter is None else limits.remote(session.limiter)
         runner = ray.remote(Runner).options(num_cpus=0, max_concurrency=options.concurrency + 1,
                                             scheduling_strategy="SPREAD")
         plan_ref, program_ref, options_ref = _sendable(ray, (plan, program, options))
         shards = [shard_path(options.trace_path, k) for k in range(actors)]
-        runners = [runner.remote(plan_ref, program_ref, system.name, options_ref, models, shard, ledger_actor,
+        runners = [runner.remote(plan_ref, program_ref, system.name, options_ref, session.models, shard, ledger_actor,
                                  limits_actor, calls is not None, k)
                    for k, shard in enumerate(shards)]
-
-        def note(result) -> None:
-            totals.add(result)
-            if on_result is not None:
-                on_result(result)
-            if progress is not None:
-                progress(totals.ended, pending_count)
-
-        fleet = Fleet(ray, runners, shards, ledger_actor, trace, options.guard, system.deadline_s, note)
+        fleet = Fleet(ray, runners, shards, ledger_actor, trace, options.guard, system.deadline_s, session.note)
         finished = False
         try:
             fleet.start()
-            source = with_templates((task for task in tasks if task.id not in done),
-                                    options.selector if by_policy else None, None if by_policy else template_name)
-            fleet.dispatch(source, ledgers, options.concurrency * QUEUED_PER_SLOT)
+            fleet.dispatch(session.pending(tasks), session.ledgers, options.concurrency * QUEUED_PER_SLOT)
             finished = True
         finally:
             for by_role, by_model, kept in fleet.close():
-                _add_rows(summary.by_role, by_role)
-                _add_rows(summary.by_model, by_model)
+                _add_rows(session.summary.by_role, by_role)
+                _add_rows(session.summary.by_model, by_model)
                 if calls is not None and kept:
                     calls.extend(kept)
             try:
@@ -144,14 +116,15 @@ def run_on_ray(plan, program, system_name: str | None, tasks, options: ExecOptio
                 if finished:  # else the run's own failure is the one to tell
                     fleet.stop(str(problem))
         stopped = fleet.stopped
-        not_started = pending_count - totals.ended
+        not_started = session.pending_count - session.totals.ended
         if not_started > 0:
             stopped = f"{stopped or 'the run stopped'}: {not_started} tasks not started; --resume runs them"
-        if ledger is not None:
-            ledger = _final_ledger(ray, ledger_actor, ledger.total, earlier_total, fleet.spent)
-        return BatchOutcome(totals, summary, done_here, ledger, stopped=stopped)
+        ledger = None
+        if session.ledger is not None:
+            ledger = _final_ledger(ray, ledger_actor, session.ledger.total, session.earlier_total, fleet.spent)
+        return session.outcome(ledger, stopped)
     finally:
-        trace.close()
+        session.close()
         if started:
             ray.shutdown()
 

@@ -6,45 +6,30 @@ the running totals and the caller's `on_result`, and nothing per task is kept
 once its task line is written. `run_one` is one task from start to task line;
 `run_chunk` runs a list of them. Both take a `Batch`, the state the tasks of a
 run share, so a process other than the one that opened the trace can run a
-chunk of tasks with its own `Batch` and one shared ledger.
+chunk of tasks with its own `Batch` and one shared ledger. `run_batch` is a
+whole run on this engine: its start, totals and outcome are the
+`BatchSession`'s (runtime/batch_session.py), which the Ray engine shares.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 
 from bamasc.records import record
-from bamasc.runtime.batch import BatchBudget, BatchTotals
+from bamasc.runtime.batch import BatchLedger, BudgetLevel, Limiter, budget_levels
 from bamasc.runtime import execute
-from bamasc.runtime.execute import (
-    ExecOptions, Recorder, Summary, Task, broken, close_providers, fewer_collections, settle_interrupted,
-)
+from bamasc.runtime.batch_session import BatchOutcome, BatchSession
+from bamasc.runtime.execute import ExecOptions, Task, broken, close_providers, fewer_collections, settle_interrupted
 from bamasc.runtime.guard import guard_class
 from bamasc.runtime.interpreter import DeadlineReached, TaskResult, TaskRun
-from bamasc.runtime.shards import DYING_PROCESS_S, merge_shards, shards_of
-from bamasc.runtime.trace import read_ledgers
-
-# Tasks a policy embeds in one batch: large enough for the embedding model's throughput, small enough to stay flat.
-POLICY_CHUNK = 256
-
-
-@record
-class BatchOutcome:
-    totals: BatchTotals
-    summary: Summary
-    done: list  # ids of the tasks skipped because the trace holds them finished
-    ledger: BatchBudget | None  # the total budget's ledger, when there is one
-    allocator: object = None
-    stopped: str | None = None  # why the run ended before every task had an outcome (a shared actor died)
 
 
 class Batch:
     """What the tasks of one run share: the plans per budget, providers, trace, earlier spend and the ledger."""
 
     def __init__(self, program, system, options: ExecOptions, providers: dict, trace, ledgers: dict,
-                 ledger: BatchBudget | None, limiter=None) -> None:
+                 ledger: BatchLedger | None, limiter: Limiter | None = None) -> None:
         self.program = program
         self.limiter = limiter  # the rate limiter every call to a provider key waits on (runtime/limiter.py)
         self.system = system
@@ -55,22 +40,19 @@ class Batch:
         self.ledger = ledger
         declared = program.systems.get(system.name) if hasattr(program, "systems") else None
         self.guard_class = guard_class(options.guard, getattr(declared, "budget_check", "before"))
-        # Every per-task budget a task may run at, largest first: (budget, system plan, selector or None).
-        levels = {system.budget: (system, options.selector)}
-        for budget, plan, selector in options.budget_plans:
-            levels.setdefault(float(budget), (plan, selector))
-        self.levels = sorted(((b, p, s) for b, (p, s) in levels.items()), key=lambda level: -level[0])
-        self.main = next(level for level in self.levels if level[1] is system)
+        # Every per-task budget a task may run at, largest first.
+        self.levels = budget_levels(system, options.selector, options.budget_plans)
+        self.main = next(level for level in self.levels if level.system is system)
 
-    def template_at(self, level, task: Task, chosen: str | None):
+    def template_at(self, level: BudgetLevel, task: Task, chosen: str | None):
         """The template `task` runs at a budget level, or None when it has no binding there."""
-        budget, plan, selector = level
+        plan = level.system
         if self.options.template is not None:
             name = self.options.template
         elif plan is self.system and chosen is not None:
             name = chosen
-        elif selector is not None:
-            (name,) = selector([task.text])
+        elif level.selector is not None:
+            (name,) = level.selector([task.text])
         else:
             name = plan.selection["selected"]
         template = plan.template(name) if name else None
@@ -99,7 +81,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     else:
         guard = batch.guard_class(cap, spent=earlier)
         try:
-            run = TaskRun(batch.program, level[1], template, batch.providers, guard, task.id, task.text, batch.trace,
+            run = TaskRun(batch.program, level.system, template, batch.providers, guard, task.id, task.text, batch.trace,
                           batch.options.retry, batch.options.seed, batch.limiter, arrived=arrived)
             result = await run.run()
         except Exception as problem:
@@ -111,7 +93,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
             if batch.ledger is not None:
                 await batch.ledger.settle(held, guard.charged - earlier)
         if batch.options.allocator is not None:
-            batch.options.allocator.observe(level[0], guard.charged - earlier)
+            batch.options.allocator.observe(level.budget, guard.charged - earlier)
     batch.trace.task(task_line(result, batch.guard_class.kind, earlier))
     return result
 
@@ -130,17 +112,17 @@ async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None,
     while True:
         smallest, spent_at = None, None
         for level in batch.levels:
-            if level[0] > wanted + 1e-9:
+            if level.budget > wanted + 1e-9:
                 continue
             template = batch.template_at(level, task, chosen)
             if template is None:
                 continue
-            rest = level[0] - earlier
+            rest = level.budget - earlier
             if rest <= 1e-9:
-                spent_at = level[0] if spent_at is None else max(spent_at, level[0])
+                spent_at = level.budget if spent_at is None else max(spent_at, level.budget)
                 continue
             if await batch.ledger.reserve(rest):
-                return level, template, level[0], rest, None
+                return level, template, level.budget, rest, None
             bound = template.worst_case_cost
             if bound is not None and bound < rest and await batch.ledger.reserve(bound):
                 return level, template, earlier + bound, bound, None
@@ -254,23 +236,6 @@ async def run_chunk(batch: Batch, tasks, concurrency: int, on_result=None) -> li
     return kept
 
 
-def with_templates(tasks, selector, chosen_name: str | None):
-    """(task, template) pairs: a policy picks for chunks of tasks at once; otherwise every task gets `chosen_name`."""
-    if selector is None:
-        for task in tasks:
-            yield task, chosen_name
-        return
-    source = iter(tasks)
-    while chunk := list(itertools.islice(source, POLICY_CHUNK)):
-        yield from zip(chunk, selector([task.text for task in chunk]))
-
-
-def _pending(tasks, done: set):
-    for task in tasks:
-        if task.id not in done:
-            yield task
-
-
 async def run_batch(plan, program, system_name: str | None, tasks, options: ExecOptions, progress=None, calls=None,
                     on_result=None) -> BatchOutcome:
     """Run every task of `tasks` not finished in the trace (with `resume`).
@@ -280,89 +245,19 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
     the progress bar its total. Returns the
     running totals; each result also goes to `on_result`.
     """
-    system = plan.system(system_name)
-    template_name = options.template or system.selection["selected"]
-    summary = Summary()
-    # Opened first: the trace's lock keeps a second run of it from reading the
-    # same ledgers and paying for the same tasks at the same time.
-    trace = Recorder(options.trace_path, summary, calls, options.listener)
+    session = BatchSession(plan, program, system_name, tasks, options, calls, options.listener, on_result, progress)
     providers: dict = {}
-    totals = BatchTotals()
     try:
-        # A Ray run's shards, left by a kill, hold money spent: the trace is whole only with them.
-        merge_shards(trace, shards_of(options.trace_path), DYING_PROCESS_S)
-        ledgers = read_ledgers(options.trace_path) if options.resume else {}
-        done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
-        earlier_total = sum(ledger.spent for ledger in ledgers.values())
-        take_ids = getattr(tasks, "take_ids", None)
-        ids = take_ids() if take_ids is not None else [task.id for task in tasks]
-        pending_count = sum(1 for task_id in ids if task_id not in done)
-        done_here = sorted(done.intersection(ids))
-        for task_id in done:
-            del ledgers[task_id]  # only unfinished tasks' ledgers are needed from here on
-        by_policy = options.selector is not None and options.template is None
-        if not by_policy and not system.template(template_name).feasible:
-            from bamasc.plan.render import no_binding_text
-
-            raise ValueError(no_binding_text(system, system.template(template_name)))
-        ledger = options.ledger
-        if ledger is None and options.total_budget is not None:
-            ledger = BatchBudget(options.total_budget, spent=earlier_total)
-        if ledger is not None and getattr(program.systems.get(system.name), "budget_check", "before") == "after":
-            raise ValueError(f"a total budget needs the reserve guard; system '{system.name}' checks its budget "
-                             "after each call (budget_check = after)")
-        # Only models the templates that may run bind need an SDK and an API key;
-        # nothing left to run (a finished --resume) needs none.
-        models = run_models(system, options, by_policy)
-        providers = execute.make_providers(program, system.name, options, models) if pending_count else {}
-        limiter = execute.make_limiter(program, models, options) if pending_count else None
-    except BaseException:
-        trace.close()
-        await close_providers(providers)
-        raise
-    batch = Batch(program, system, options, providers, trace, ledgers, ledger, limiter)
-    finished = 0
-
-    def note(result: TaskResult) -> None:
-        nonlocal finished
-        totals.add(result)
-        if on_result is not None:
-            on_result(result)
-        finished += 1
-        if progress is not None:
-            progress(finished, pending_count)
-
-    try:
-        source = with_templates(_pending(tasks, done), options.selector if by_policy else None,
-                                 None if by_policy else template_name)
+        if session.pending_count:
+            providers = execute.make_providers(program, session.system.name, options, session.models)
+        batch = Batch(program, session.system, options, providers, session.trace, session.ledgers, session.ledger,
+                      session.limiter)
         with fewer_collections():
-            await run_chunk(batch, source, options.concurrency, note)
+            await run_chunk(batch, session.pending(tasks), options.concurrency, session.note)
     finally:
-        trace.close()
+        session.close()
         await close_providers(providers)
-    return BatchOutcome(totals, summary, done_here, ledger, options.allocator)
-
-
-def run_models(system, options: ExecOptions, by_policy: bool) -> set[str]:
-    """Every model a template that may run binds: the selected one (or, by policy, every feasible one) at each budget."""
-    plans = [system] + ([plan for _, plan, _ in options.budget_plans] if options.total_budget is not None else [])
-    models = set()
-    for plan in plans:
-        if options.template is not None:
-            names = [options.template]
-        elif by_policy or plan.selection["rule"] == "policy":
-            names = [t.name for t in plan.templates if t.feasible]
-        else:
-            names = [plan.selection["selected"]]
-        for name in names:
-            try:
-                template = plan.template(name)
-            except KeyError:
-                if plan is system:
-                    raise
-                continue
-            models.update(seat.model for seat in template.binding if template.feasible)
-    return models
+    return session.outcome()
 
 
 async def run_tasks(plan, program, system_name: str | None, tasks: list[Task], options: ExecOptions, progress=None, calls=None):

@@ -21,7 +21,7 @@ from bamasc.cli.report import EXIT_SKIPPED
 from bamasc.plan.compile import compile_file
 from bamasc.rows import drop_torn_line
 from bamasc.runtime.allocate import DualAllocator, Estimates, uniform_budget
-from bamasc.runtime.batch import BatchBudget, BatchTotals, ExactSum, RoundedValues
+from bamasc.runtime.batch import BatchBudget, BatchTotals, BudgetLevel, ExactSum, RoundedValues
 from bamasc.runtime.execute import DatasetStream, ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
 from tests.conftest import ROOT
@@ -115,7 +115,7 @@ def test_a_dataset_stream_reads_as_the_whole_file_did(tmp_path):
 
 def _plan():
     compiled = compile_file(GSM8K)
-    lower = [(b, compile_file(GSM8K, "gsm8k", b).plan.system("gsm8k"), None) for b in (500, 875, 1250)]
+    lower = [BudgetLevel(b, compile_file(GSM8K, "gsm8k", b).plan.system("gsm8k")) for b in (500, 875, 1250)]
     return compiled.plan, compiled.program, lower
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from bamasc.cli import main
 from bamasc.plan.compile import compile_file
+from bamasc.runtime.batch import BudgetLevel
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
 from tests.conftest import ROOT
@@ -78,7 +79,7 @@ def test_the_total_holds_across_actors(tmp_path, local_ray):
     from bamasc.runtime.ray_engine import run_on_ray
 
     compiled = compile_file(GSM8K)
-    lower = [(b, compile_file(GSM8K, "gsm8k", b).plan.system("gsm8k"), None) for b in (500, 875, 1250)]
+    lower = [BudgetLevel(b, compile_file(GSM8K, "gsm8k", b).plan.system("gsm8k")) for b in (500, 875, 1250)]
     trace = str(tmp_path / "trace.jsonl")
     total = 9_000.0
     options = ExecOptions(fake_mode="verbose", concurrency=8, trace_path=trace, total_budget=total,
