@@ -18,7 +18,7 @@ between tight and loose, and with `--budget` at those given; and the budget
 cliff, ten tier-1 models and a tier-2 model with a 1-token output cap, at
 every budget from 6,000 to 20,000 µ$.
 
-"HiGHS" is the binder as shipped: above `exact.SWEEP_FROM_COLUMNS` columns it
+"HiGHS" is the binder as shipped: above the strategy's `sweep_from_columns` columns it
 first offers a pipeline to the dynamic program over slots (optimize/pareto.py)
 and solves no MILP where that answers. "MILP" is the same binder with the
 dynamic program switched off, so every binding comes from the template MILP on
@@ -224,7 +224,14 @@ def _patch_solver(solver: str, deadline) -> None:
     except ImportError:  # the per-vector binder: its solves have no time limit; the watchdog stops it
         return
     if solver != "highs":
-        exact.SWEEP_FROM_COLUMNS = math.inf
+        try:
+            from bamasc.optimize import strategy
+        except ImportError:  # a tree from before the binder strategy, whose thresholds were module constants
+            exact.SWEEP_FROM_COLUMNS = math.inf
+        else:
+            from bamasc.records import replace
+
+            strategy.DEFAULT_STRATEGY = replace(strategy.DEFAULT_STRATEGY, sweep_from_columns=math.inf)
     left = lambda: max(0.01, deadline() - time.monotonic())  # noqa: E731
     if solver == "cbc":
         from bamasc.optimize.pulp_model import optimise_columns_with_cbc

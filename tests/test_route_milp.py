@@ -18,8 +18,8 @@ import pytest
 from bamasc.ir.alternatives import worst_case
 from bamasc.ir.bounds import call_bounds, cost_amounts
 from bamasc.ir.unroll import unroll
-from bamasc.optimize import bind, exact
-from tests.test_template_milp import assert_binds_like_brute_force, load, objective
+from bamasc.optimize import bind
+from tests.test_template_milp import assert_binds_like_brute_force, load, objective, strategy
 
 ROLES = '''
 role Router {
@@ -124,24 +124,23 @@ def random_route_source(rng: random.Random, flows=FLOWS) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_route_milp_equals_enumeration_and_brute_force(tmp_path, monkeypatch, seed):
+def test_route_milp_equals_enumeration_and_brute_force(tmp_path, seed):
     rng = random.Random(5000 + seed)
     _, source = random_route_source(rng)
-    assert_binds_like_brute_force(load(tmp_path, source), source, monkeypatch)
+    assert_binds_like_brute_force(load(tmp_path, source), source)
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_route_bindings_at_growing_budgets(tmp_path, monkeypatch, seed):
+def test_route_bindings_at_growing_budgets(tmp_path, seed):
     """Never BAM504 (bind raises SolverError), the bound is the costliest branch, and more budget loses nothing."""
     rng = random.Random(7000 + seed)
     _, source = random_route_source(rng)
     program = load(tmp_path, source)
     system = program.systems["s"]
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", rng.choice([0, 64]))
-    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", rng.choice([0, 1000]))
+    chosen = strategy(enumerate_up_to=rng.choice([0, 64]), split_from_columns=rng.choice([0, 1000]))
     previous = None
     for budget in sorted(rng.sample(range(100, 8000), 5)):
-        binding = bind.bind_template(program, system, "t", float(budget))
+        binding = bind.bind_template(program, system, "t", float(budget), strategy=chosen)
         found = objective(binding)
         if binding.feasible:
             calls = binding.unrolled.calls
@@ -206,7 +205,7 @@ system s { models = [dear, cheap]  topologies = [t]  budget = %s  task_tokens = 
 """
 
 
-def test_a_reader_of_a_route_pays_for_its_largest_branch_answer_in_the_milp_too(tmp_path, monkeypatch):
+def test_a_reader_of_a_route_pays_for_its_largest_branch_answer_in_the_milp_too(tmp_path):
     """By hand, all on `dear` (10 µ$ a token in and out): router 24 in + 4 out = 280; each Agent
     call 25 + 100 = 1,250; the formatter reads `Format ` (7 bytes + 8 message tokens) and the
     larger answer, the list of two (100 + 100 and its numbering `[1] `, `[2] `, a blank line:
@@ -222,7 +221,7 @@ def test_a_reader_of_a_route_pays_for_its_largest_branch_answer_in_the_milp_too(
     formatter = next(bound for bound in binding.bounds if bound.node.startswith("formatter"))
     assert formatter.input_tokens == 225
     for budget in (5129, 5130):  # the MILP and enumeration agree with brute force at the edge
-        assert_binds_like_brute_force(load(tmp_path, LISTS_READ_LATER % budget), LISTS_READ_LATER, monkeypatch)
+        assert_binds_like_brute_force(load(tmp_path, LISTS_READ_LATER % budget), LISTS_READ_LATER)
 
 
 DEEP_OR_WIDE = """
@@ -244,7 +243,7 @@ system s { models = [dear]  topologies = [t]  budget = %s  task_tokens = 10 }
 """
 
 
-def test_a_branch_pays_for_what_is_read_of_its_answer(tmp_path, monkeypatch):
+def test_a_branch_pays_for_what_is_read_of_its_answer(tmp_path):
     """By hand, at 10 µ$ a token: router 24 + 4 tokens = 280. `wide` makes two Agent calls of
     26 + 100 tokens (2,520) and answers a list of 210 tokens (two outputs, numbered); `deep` chains
     three, 26, 126 and 126 in, 100 out each (5,780), and answers 100 tokens; `otherwise` answers
@@ -260,4 +259,4 @@ def test_a_branch_pays_for_what_is_read_of_its_answer(tmp_path, monkeypatch):
     assert binding.worst_case_cost == pytest.approx(7310.0)
     assert not bind.bind_template(program, system, "t", 7309.0).feasible
     for budget in (7309, 7310):
-        assert_binds_like_brute_force(load(tmp_path, DEEP_OR_WIDE % budget), DEEP_OR_WIDE, monkeypatch)
+        assert_binds_like_brute_force(load(tmp_path, DEEP_OR_WIDE % budget), DEEP_OR_WIDE)

@@ -17,10 +17,12 @@ import pytest
 
 from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.unroll import unroll
-from bamasc.optimize import bind, exact
+from bamasc.optimize import bind
 from bamasc.optimize.exact import has_idle_seat
 from bamasc.optimize.problem import violations
+from bamasc.optimize.strategy import DEFAULT_STRATEGY, BindStrategy
 from bamasc.plan.compile import check_file
+from bamasc.records import replace
 
 ROLES = '''
 role Executor {
@@ -170,44 +172,44 @@ def same(a, b) -> bool:
     return a[:-1] == b[:-1] and math.isclose(a[-1], b[-1], rel_tol=1e-7, abs_tol=1e-6)
 
 
-def assert_binds_like_brute_force(program, source: str, monkeypatch) -> None:
+def strategy(**thresholds) -> BindStrategy:
+    """The default binder strategy with some thresholds changed."""
+    return replace(DEFAULT_STRATEGY, **thresholds)
+
+
+def assert_binds_like_brute_force(program, source: str) -> None:
     """The best binding at the system's budget, with every rotating slot enumerated (the default
     for small templates), with none (one MILP with count indicators), and with that MILP narrowed
     to the tier counts before its last objectives (the default above 1,000 columns), equals brute
     force."""
     system = program.systems["s"]
     truth = brute_force(program, system.budget)
-    defaults = bind.ENUMERATE_UP_TO, exact.SPLIT_FROM_COLUMNS
     enumerated = objective(bind.bind_template(program, system, "t", system.budget))
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)
-    one = objective(bind.bind_template(program, system, "t", system.budget))
-    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", 0)
-    narrowed = objective(bind.bind_template(program, system, "t", system.budget))
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", defaults[0])
-    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", defaults[1])
+    one = objective(bind.bind_template(program, system, "t", system.budget, strategy=strategy(enumerate_up_to=0)))
+    in_steps = strategy(enumerate_up_to=0, split_from_columns=0)
+    narrowed = objective(bind.bind_template(program, system, "t", system.budget, strategy=in_steps))
     assert same(enumerated, truth), (source, enumerated, truth)
     assert same(one, truth), (source, one, truth)
     assert same(narrowed, truth), (source, narrowed, truth)
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_one_milp_equals_enumeration_and_brute_force(tmp_path, monkeypatch, seed):
+def test_one_milp_equals_enumeration_and_brute_force(tmp_path, seed):
     rng = random.Random(seed)
     _, source = random_source(rng)
-    assert_binds_like_brute_force(load(tmp_path, source), source, monkeypatch)
+    assert_binds_like_brute_force(load(tmp_path, source), source)
 
 
 @pytest.mark.parametrize("seed", range(25))
-def test_a_larger_budget_never_loses_a_binding(tmp_path, monkeypatch, seed):
+def test_a_larger_budget_never_loses_a_binding(tmp_path, seed):
     rng = random.Random(1000 + seed)
     _, source = random_source(rng)
     program = load(tmp_path, source)
     system = program.systems["s"]
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", rng.choice([0, 64]))
-    monkeypatch.setattr(exact, "SPLIT_FROM_COLUMNS", rng.choice([0, 1000]))
+    chosen = strategy(enumerate_up_to=rng.choice([0, 64]), split_from_columns=rng.choice([0, 1000]))
     previous = None
     for budget in sorted(rng.sample(range(100, 8000), 5)):
-        found = objective(bind.bind_template(program, system, "t", float(budget)))
+        found = objective(bind.bind_template(program, system, "t", float(budget), strategy=chosen))
         if previous is not None:
             assert found is not None, (source, budget)
             assert found[:-1] >= previous[:-1], (source, budget, found, previous)

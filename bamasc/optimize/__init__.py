@@ -3,6 +3,8 @@
 `problem` holds the problem and how seats score; `formulation` its solver-neutral
 rows and objectives; `highs` the only module that touches highspy (and only when
 solving); `relax` the infeasibility explanation; `bind` binds one template of a
-program through them; `brute` and `pulp_model` are the oracle and the baseline
-the tests and the solver benchmark measure against.
+program through them (`strategy` holds the thresholds that pick its path and the
+record of the path taken, `binding` the records it returns); `brute` and
+`pulp_model` are the oracle and the baseline the tests and the solver benchmark
+measure against.
 """

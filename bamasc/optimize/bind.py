@@ -7,7 +7,8 @@ products of input prices and read outputs linearised exactly, so the budget
 row is the exact worst case of the binding the solver picks. Its solve time
 grows with the size of that model, not with the product of the slot ranges.
 Templates with few count vectors are bound one vector at a time instead, where
-that is faster (`ENUMERATE_UP_TO`), with the same exact MILP at fixed counts.
+that is faster (`BindStrategy.enumerate_up_to`), with the same exact MILP at
+fixed counts. The binding records which way its bind went (`BindPath`).
 
 Either way the chosen binding's bound is then computed again on its unrolled
 calls, independently of the MILP; it must fit the budget and match what the
@@ -26,66 +27,18 @@ import math
 from bamasc import limits
 from bamasc.check.linear import linear_row
 from bamasc.check.sizes import too_many_units
-from bamasc.ir.bounds import CallBound
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll
+from bamasc.optimize.binding import BindingError, TemplateBinding, TemplateSeat
 from bamasc.optimize.dominance import undominated
 from bamasc.optimize.exact import Found, TemplateSolver, objective
 from bamasc.optimize.problem import RequireRow, SeatProblem
 from bamasc.optimize.prune import MARGIN, Vector
 from bamasc.optimize.statements import NotDecomposable
+from bamasc.optimize import strategy as strategies
+from bamasc.optimize.strategy import BindPath, BindStrategy
 from bamasc.program import Program, System
-from bamasc.records import record, replace
-
-ENUMERATE_UP_TO = 4096
-"""Rotating slots (see `_best`) whose counts combine in at most this many ways are enumerated.
-
-Count indicators for rotating slots need big-M rows as large as a unit's whole
-cost; at the extreme prices and token counts the limits allow, their spread
-defeats the solver's tolerances (a test file that binds by enumeration came back
-wrongly infeasible). Enumerating keeps every MILP free of them; beyond this many
-combinations the indicators are the only way left."""
-
-
-class BindingError(Exception):
-    """A template cannot be bound at all (too large to enumerate)."""
-
-
-@record
-class TemplateSeat:
-    """One seat of a template binding, by name: the model that runs an instance of a slot."""
-
-    slot: str
-    instance: int
-    model: str
-
-
-@record
-class TemplateBinding:
-    """A template's best binding under a budget, or why it has none."""
-
-    template: str
-    budget: float
-    feasible: bool
-    counts: tuple[tuple[str, int], ...]
-    seats: tuple[TemplateSeat, ...]
-    unrolled: Unrolled | None
-    bounds: tuple[CallBound, ...]
-    worst_case_cost: float  # exact, from the unrolled calls; math.inf when infeasible
-    tiers: tuple[int, ...]  # tier levels of the pool, strongest first
-    tier_seats: tuple[int, ...]  # seats per tier level
-    quality: float
-    solves: int  # ILP solves, cuts included
-    cuts: int  # bindings cut off because their exact bound broke the budget
-    cheapest_cost: float | None  # the cheapest exact bound of any binding, budget ignored
-    binding_rows: tuple[str, ...]  # when infeasible: rules whose removal alone would admit a binding
-    estimate: float | None = None  # --cost-model paper: the reference's per-seat estimate of the binding, µ$
-
-    @property
-    def objective(self) -> tuple:
-        """Larger is better: seats per tier strongest first, then quality, then lower cost."""
-        return (*self.tier_seats, round(self.quality, 9), -self.worst_case_cost)
-
+from bamasc.records import replace
 
 def bind_template(
     program: Program,
@@ -93,7 +46,12 @@ def bind_template(
     template: str,
     budget: float | None = None,
     method: str = "lexicographic",
+    strategy: BindStrategy | None = None,
 ) -> TemplateBinding:
+    """`template`'s best binding under `budget` (default: the system's), or why it has none. `strategy`
+    (default: `strategy.DEFAULT_STRATEGY`, read at each call) decides how it is searched for, not what
+    counts as best."""
+    strategy = strategies.DEFAULT_STRATEGY if strategy is None else strategy
     topology = program.topologies[template]
     budget = system.budget if budget is None else budget
     pool = [program.models[name] for name in system.models]
@@ -111,11 +69,12 @@ def bind_template(
     ranges = tuple(range(slot.lo, slot.hi + 1) for slot in topology.slots)
     largest = unroll(topology, {slot.name: slot.hi for slot in topology.slots})
     order = _order_problem(program, system, topology, pool, rows, budget, largest)
-    solver = TemplateSolver(program, system, topology, pool, order, method, largest)
-    found = _best(solver, ranges)
+    solver = TemplateSolver(program, system, topology, pool, order, method, largest, strategy)
+    found, search, vectors = _best(solver, ranges)
+    path = BindPath(search, vectors, solver.vectors_solved, tuple(solver.ways.items()), solver.cuts)
     if found is None:
-        return _infeasible(template, budget, tiers, solver, order, ranges)
-    return _result(template, budget, topology, pool, tiers, found, solver)
+        return _infeasible(template, budget, tiers, solver, order, ranges, path)
+    return _result(template, budget, topology, pool, tiers, found, solver, path)
 
 
 def _order_problem(program, system, topology, pool, rows, budget, unrolled: Unrolled) -> SeatProblem:
@@ -150,7 +109,7 @@ def _seat_floor(program, topology, pool, unrolled) -> tuple[tuple[float, ...], .
     )
 
 
-def _result(template, budget, topology, pool, tiers, found, solver) -> TemplateBinding:
+def _result(template, budget, topology, pool, tiers, found, solver, path: BindPath) -> TemplateBinding:
     seats = tuple(TemplateSeat(topology.slots[s].name, k, pool[m].name) for s, k, m in found.seats)
     return TemplateBinding(
         template=template,
@@ -168,6 +127,7 @@ def _result(template, budget, topology, pool, tiers, found, solver) -> TemplateB
         cuts=solver.cuts,
         cheapest_cost=None,
         binding_rows=(),
+        path=path,
     )
 
 
@@ -199,22 +159,25 @@ def _seat_problem(program, system, topology, pool, counts, unrolled, rows, budge
     )
 
 
-def _best(solver: TemplateSolver, ranges, budget=None, cheapest=False, **changes) -> Found | None:
-    """The best binding over all of `ranges` (the cheapest when asked); `changes` relax rules.
+def _best(solver: TemplateSolver, ranges, budget=None, cheapest=False, **changes) -> tuple[Found | None, str, int]:
+    """The best binding over all of `ranges` (the cheapest when asked), how the counts were searched (a key
+    of `strategy.SEARCHES`) and the count vectors searched one at a time (0: none); `changes` relax rules.
 
     Slots whose counts rotate seats (a `refine` or `plan` statement's) are
-    enumerated when their counts combine in at most ENUMERATE_UP_TO ways, each
-    vector an MILP over the other slots without count indicators; beyond that
-    one MILP with indicators covers everything. A flow whose values cannot be
-    summarised (`NotDecomposable`) is enumerated vector by vector.
+    enumerated when their counts combine in at most `enumerate_up_to` ways,
+    each vector an MILP over the other slots without count indicators; beyond
+    that one MILP with indicators covers everything. A flow whose values
+    cannot be summarised (`NotDecomposable`) is enumerated vector by vector.
     """
     try:
         rotating = solver.rotating(ranges)
-        if not rotating or math.prod(len(ranges[s]) for s in rotating) > ENUMERATE_UP_TO:
-            return solver.solve(ranges, solver.analyse(ranges), budget, cheapest, **changes)
+        if not rotating or math.prod(len(ranges[s]) for s in rotating) > solver.strategy.enumerate_up_to:
+            found = solver.solve(ranges, solver.analyse(ranges), budget, cheapest, **changes)
+            return found, "indicators" if rotating else "padded", 0
         # Each vector's statements are analysed when it is solved: one a skipped vector would
         # not summarise is never looked at (the vectors solved are bound exactly either way).
-        return _enumerate(solver, _fixings(ranges, rotating), solver.analyse, budget, cheapest, changes)
+        found = _enumerate(solver, _fixings(ranges, rotating), solver.analyse, budget, cheapest, changes)
+        return found, "enumerate", math.prod(len(ranges[s]) for s in rotating)
     except NotDecomposable:
         if math.prod(len(r) for r in ranges) > limits.MAX_COUNT_VECTORS:
             raise BindingError(
@@ -222,7 +185,8 @@ def _best(solver: TemplateSolver, ranges, budget=None, cheapest=False, **changes
                 f"{limits.MAX_COUNT_VECTORS} slot-count combinations to enumerate"
             ) from None
         fixings = _fixings(ranges, range(len(ranges)))
-        return _enumerate(solver, fixings, solver.analyse_fixed, budget, cheapest, changes)
+        found = _enumerate(solver, fixings, solver.analyse_fixed, budget, cheapest, changes)
+        return found, "every-vector", math.prod(len(r) for r in ranges)
 
 
 def _fixings(ranges, slots):
@@ -244,6 +208,7 @@ def _enumerate(solver: TemplateSolver, fixings, analyse, budget, cheapest: bool,
 
     def solve(vector: Vector) -> None:
         nonlocal best, at
+        solver.vectors_solved += 1
         found = solver.solve(vector.fixed, analyse(vector.fixed), budget, cheapest, **changes)
         if found is None:
             return
@@ -268,7 +233,7 @@ def _enumerate(solver: TemplateSolver, fixings, analyse, budget, cheapest: bool,
     return best
 
 
-def _infeasible(template, budget, tiers, solver, order, ranges) -> TemplateBinding:
+def _infeasible(template, budget, tiers, solver, order, ranges, path: BindPath) -> TemplateBinding:
     """No binding fits: the cheapest exact bound of any binding, and which rules stop the others.
 
     Each rule is dropped in turn (the budget, a slot's lower count, min_agents,
@@ -276,7 +241,7 @@ def _infeasible(template, budget, tiers, solver, order, ranges) -> TemplateBindi
     budget are reported; when no budget would do, those whose removal alone lets
     the other rules be met.
     """
-    cheapest = _best(solver, ranges, math.inf, cheapest=True)
+    cheapest = _best(solver, ranges, math.inf, cheapest=True)[0]
     relaxed = []
     for s, name in enumerate(order.slot_names):
         if ranges[s][0] > 0:
@@ -291,7 +256,7 @@ def _infeasible(template, budget, tiers, solver, order, ranges) -> TemplateBindi
     rows = []
     for row, wider, changes in relaxed:
         limit = budget if cheapest is not None else math.inf
-        if _best(solver, wider, limit, cheapest=True, **changes) is not None:
+        if _best(solver, wider, limit, cheapest=True, **changes)[0] is not None:
             rows.append(row)
     if cheapest is not None:
         rows.append("budget")
@@ -311,6 +276,7 @@ def _infeasible(template, budget, tiers, solver, order, ranges) -> TemplateBindi
         cuts=solver.cuts,
         cheapest_cost=None if cheapest is None else cheapest.exact,
         binding_rows=tuple(sorted(rows)),
+        path=path,
     )
 
 

@@ -2,7 +2,10 @@
 
 The MILP (`template.py`) prices every binding exactly, so its optimum needs no
 cut-off bindings; this module still recomputes the chosen binding's bound on
-its unrolled calls, independently, and fails loudly if the two disagree.
+its unrolled calls, independently, and fails loudly if the two disagree. When
+it offers the dynamic program, presolves, combines objectives or solves them
+in steps is the binder strategy's (optimize/strategy.py); the solver counts
+which way each answer was found, for the binding's `BindPath`.
 """
 
 from __future__ import annotations
@@ -28,46 +31,12 @@ from bamasc.optimize import pareto
 from bamasc.optimize.pareto import sweep
 from bamasc.optimize.problem import SeatProblem
 from bamasc.optimize.statements import Flow, analyse_fixed
+from bamasc.optimize.strategy import DEFAULT_STRATEGY, BindStrategy
 from bamasc.optimize.template import build
 from bamasc.records import record, replace
 
-MAX_CUTS = 50
-"""Bindings the solver may return just over the budget (its feasibility tolerance) before giving up."""
-
 # Relative slack for comparing float sums of µ$ against the budget.
 BUDGET_TOLERANCE = 1e-9
-
-PRESOLVE_UP_TO_COLUMNS = 1000
-"""HiGHS's MIP presolve (which also finds the symmetries of seats that differ only in their
-instance number) pays on small and mid-sized template MILPs: it took gsm8k's compile from 93 to 36 ms
-while count indicators were used, and a `chain` of two [0..63] slots (753 columns, medium budget)
-from 648 to 146 ms. On large ones it costs far more than it saves: 20 slots x 50 models (3,000 seat
-columns) at a tight budget took 52 s with it and 4.4 s without (each objective's presolve ran 6-7 s)."""
-
-SPLIT_FROM_COLUMNS = 1000
-"""Lexicographic MILPs above this many columns are solved an objective at a time, each on a MILP
-narrowed to the tier counts found before it (`TemplateSolver._in_steps`)."""
-
-NARROW_PRESOLVE_UP_TO_COLUMNS = 1500
-"""Presolve on the MILP of the last objectives, with no sub-MIP heuristics (RINS, RENS, root
-reduced cost): the cost objective starts near its optimum there. On 20 slots x 50 models (about
-600 columns left) the cost objective of the medium parallel row took 0.67 s so, against 1.75 s
-with the heuristics and 9.4 s without presolve. The tier objectives keep presolve off above
-`PRESOLVE_UP_TO_COLUMNS`: with it on their narrowed MILPs (and the counts held by equalities),
-the medium parallel bind took 348 s."""
-
-SWEEP_FROM_COLUMNS = 1000
-"""Lexicographic MILPs above this many columns are first offered to the dynamic program over slots
-(optimize/pareto.py), which binds pipelines without a MILP where it applies: on 20 slots x 50 models
-it took the medium and tight binds from 0.4-7 s to 60-150 ms (docs/benchmarks.md), the same
-bindings; the loose ones, which HiGHS solves at the root, went from 90-130 to 120-180 ms. Smaller
-MILPs keep HiGHS, whose answers the example plans were made with. Above it, too, a MILP solved tier
-by tier is offered again without the tiers found empty (`TemplateSolver._sweep_narrowed`)."""
-
-COMBINE_UP_TO_COLUMNS = 1000
-"""MILPs up to this many columns solve all objectives at once (`_combined`): two slots of [0..63]
-(500 to 630 columns) bind in one solve about twice as fast as in three. On 20 slots x 50 models
-(2,900 columns) the one weighted objective took 10x longer than the tier objectives in turn."""
 
 
 @record
@@ -98,14 +67,18 @@ def has_idle_seat(unrolled: Unrolled, counts: dict[str, int]) -> bool:
 class TemplateSolver:
     """Solves template MILPs over given slot ranges, checking each answer against the exact bound."""
 
-    def __init__(self, program, system, topology, pool, order: SeatProblem, method: str, largest: Unrolled | None = None):
+    def __init__(self, program, system, topology, pool, order: SeatProblem, method: str,
+                 largest: Unrolled | None = None, strategy: BindStrategy = DEFAULT_STRATEGY):
         """`largest`: the template unrolled at its largest counts, if the caller has it already."""
         self.program, self.system, self.topology, self.pool = program, system, topology, pool
         self.order = order
         self.method = method
+        self.strategy = strategy
         self.roles = [program.roles[slot.role] for slot in topology.slots]
         self.solves = 0
         self.cuts = 0
+        self.vectors_solved = 0  # count vectors solved one at a time (bind._enumerate)
+        self.ways: dict[str, int] = {}  # answers found each way (strategy.WAYS), in the order first taken
         self._unrolled: dict[tuple, Unrolled] = {}
         if largest is not None:
             self._unrolled[tuple(slot.hi for slot in topology.slots)] = largest
@@ -150,7 +123,7 @@ class TemplateSolver:
         """
         problem = self.problem(ranges, budget, **changes)
         seconds = self.system.deadline if deadline else None
-        for _ in range(MAX_CUTS + 1):
+        for _ in range(self.strategy.max_cuts + 1):
             model = build(problem, statements, self.pool, self.roles, seconds)
             model, values = self._optimise(problem, statements, seconds, model, cheapest)
             if values is None:
@@ -170,23 +143,29 @@ class TemplateSolver:
             # Over the budget or the deadline only by the solver's tolerance: rule that binding out.
             self.cuts += 1
             problem = replace(problem, excluded=(*problem.excluded, seats))
-        raise SolverError(f"more than {MAX_CUTS} bindings came back just over the budget or the deadline")
+        raise SolverError(f"more than {self.strategy.max_cuts} bindings came back just over the budget or the deadline")
 
     def _optimise(self, problem, statements, seconds, model, cheapest):
         """(the MILP its answer is a solution of, every column's value or None when infeasible)."""
         lexicographic = not cheapest and self.method == "lexicographic"
-        if lexicographic and seconds is None and model.ilp.width > SWEEP_FROM_COLUMNS:
+        if lexicographic and seconds is None and model.ilp.width > self.strategy.sweep_from_columns:
             swept = self._sweep(problem, statements, model)
             if swept is not None:
+                self._went("sweep")
                 return swept
         if cheapest:
-            objectives = [scaled_objective(list(model.cost), 0.0)]
+            way, objectives = "cheapest", [scaled_objective(list(model.cost), 0.0)]
         else:
-            objectives = self.objectives(problem, model)
-        if len(objectives) > 1 and lexicographic and model.ilp.width > SPLIT_FROM_COLUMNS:
+            way, objectives = self.objectives(problem, model)
+        if len(objectives) > 1 and lexicographic and model.ilp.width > self.strategy.split_from_columns:
             return self._in_steps(problem, statements, seconds, model)
+        self._went(way)
         self.solves += len(objectives)
-        return model, optimise_columns(model.ilp, objectives, presolve=model.ilp.width <= PRESOLVE_UP_TO_COLUMNS)
+        presolve = model.ilp.width <= self.strategy.presolve_up_to_columns
+        return model, optimise_columns(model.ilp, objectives, presolve=presolve)
+
+    def _went(self, way: str) -> None:
+        self.ways[way] = self.ways.get(way, 0) + 1
 
     def _in_steps(self, problem, statements, seconds, model):
         """The tier objectives one at a time, then quality and cost, each on a MILP narrowed to the
@@ -207,8 +186,10 @@ class TemplateSolver:
         for position, tier in enumerate(problem.tier_levels):
             objective = ordered_objectives(problem, current.ilp, "lexicographic", tie_break=False)[position]
             self.solves += 1
-            values = optimise_columns(current.ilp, [objective], presolve=current.ilp.width <= PRESOLVE_UP_TO_COLUMNS)
+            presolve = current.ilp.width <= self.strategy.presolve_up_to_columns
+            values = optimise_columns(current.ilp, [objective], presolve=presolve)
             if values is None:
+                self._went("in-steps")
                 return current, None
             known[tier] = sum(x > 0.5 and problem.tiers[m] == tier for (_, _, m), x in zip(current.ilp.seats, values))
             if known[tier] == 0 and position + 1 < len(problem.tier_levels):
@@ -217,13 +198,16 @@ class TemplateSolver:
                 terms = [j for j, (_, _, m) in enumerate(current.ilp.seats) if problem.tiers[m] == tier]
                 row = MilpRow(f"tier[{tier}]", tuple(terms), (1.0,) * len(terms), known[tier], math.inf)
                 current = replace(current, ilp=replace(current.ilp, rows=(*current.ilp.rows, row)))
-        swept = self._sweep_narrowed(problem, statements, seconds, known) if model.ilp.width > SWEEP_FROM_COLUMNS else None
+        sweep_too = model.ilp.width > self.strategy.sweep_from_columns
+        swept = self._sweep_narrowed(problem, statements, seconds, known) if sweep_too else None
         if swept is not None:
+            self._went("in-steps-sweep")
             return swept
+        self._went("in-steps")
         narrow = build(problem, statements, self.pool, self.roles, seconds, tier_seats=known)
         rest = _after_tiers(problem, narrow, quality_follows_tiers(problem, model.ilp))
         self.solves += len(rest)
-        presolve = narrow.ilp.width <= NARROW_PRESOLVE_UP_TO_COLUMNS
+        presolve = narrow.ilp.width <= self.strategy.narrow_presolve_up_to_columns
         return narrow, optimise_columns(narrow.ilp, rest, presolve=presolve, sub_mips=False)
 
     def _sweep(self, problem, statements, model):
@@ -264,15 +248,16 @@ class TemplateSolver:
         model_of = {(self.topology.slots[s].name, k): self.pool[m] for s, k, m in found.seats}
         return worst_case_latency(found.unrolled.calls, model_of, self.program.roles).seconds or 0.0
 
-    def objectives(self, problem: SeatProblem, model) -> list[Objective]:
-        """Tiers strongest first, then quality, then cost: one solve each, or one in all (`_combined`)."""
+    def objectives(self, problem: SeatProblem, model) -> tuple[str, list[Objective]]:
+        """Tiers strongest first, then quality, then cost: one solve each ("in-turn"), or one in all
+        ("combined", `_combined`)."""
         follows = quality_follows_tiers(problem, model.ilp)
-        if self.method == "lexicographic" and follows and model.ilp.width <= COMBINE_UP_TO_COLUMNS:
+        if self.method == "lexicographic" and follows and model.ilp.width <= self.strategy.combine_up_to_columns:
             combined = _combined(problem, model)
             if combined is not None:
-                return [combined]
+                return "combined", [combined]
         tiers = ordered_objectives(problem, model.ilp, self.method, tie_break=False)
-        return [*tiers, *_after_tiers(problem, model, follows)]
+        return "in-turn", [*tiers, *_after_tiers(problem, model, follows)]
 
     def exact(self, problem: SeatProblem, seats) -> Found:
         counts = {name: 0 for name in problem.slot_names}

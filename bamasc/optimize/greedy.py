@@ -19,8 +19,10 @@ from bamasc.check.linear import linear_row
 from bamasc.ir.unroll import unroll
 from bamasc.optimize.exact import has_idle_seat
 from bamasc.optimize.paper import exact_cost, seated, unbound
+from bamasc.optimize.strategy import BindPath
 
 TOLERANCE = 1e-9
+GREEDY = BindPath("greedy")  # the path of every binding this module makes
 
 
 def _preference(pool, role: str) -> list[int]:
@@ -98,5 +100,5 @@ def bind_greedy(program, system, template: str, budget: float | None = None):
     seats = greedy_seats(program, system, topology, pool, budget)
     if seats is None:
         # The least budget that would do is unknown: greedy stops at the first seat it cannot fill.
-        return unbound(template, budget, tiers, None, over_budget=True)
-    return seated(program, system, template, budget, pool, seats)
+        return unbound(template, budget, tiers, None, over_budget=True, path=GREEDY)
+    return seated(program, system, template, budget, pool, seats, path=GREEDY)

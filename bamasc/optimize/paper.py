@@ -25,10 +25,14 @@ from bamasc.check.linear import linear_row
 from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.tokens import output_cap
 from bamasc.ir.unroll import unroll
+from bamasc.optimize.binding import BindingError, TemplateBinding, TemplateSeat
+from bamasc.optimize.strategy import BindPath
 from bamasc.records import record
 
 MAX_VECTORS = 200_000
 """Count vectors the paper model enumerates before it refuses a template (BAM503)."""
+
+PAPER = BindPath("paper")  # the path of every binding this module makes
 
 PLANNER_FACTOR = 1.001  # dynamic (planner-driven) templates: the Planner role
 FIXED_FACTORS = {"Critic": 1.005, "Formatter": 0.95, "OutputFormatter": 0.95}
@@ -192,8 +196,6 @@ def bind_paper(program, system, template: str, budget: float | None = None):
     `feasible` means the pool's estimate fits the budget, as in the reference;
     `worst_case_cost` is still the exact bound of that binding, which may be
     above the budget (the compile driver warns, BAM506)."""
-    from bamasc.optimize.bind import BindingError
-
     topology = program.topologies[template]
     budget = system.budget if budget is None else budget
     pool = [program.models[name] for name in system.models]
@@ -203,27 +205,27 @@ def bind_paper(program, system, template: str, budget: float | None = None):
     except TooManyVectors as problem:
         raise BindingError(str(problem)) from None
     if choice is None:
-        return unbound(template, budget, tiers, cheapest)
-    return seated(program, system, template, budget, pool, seats_of(topology, pool, choice.counts), choice.estimate)
+        return unbound(template, budget, tiers, cheapest, path=PAPER)
+    seats = seats_of(topology, pool, choice.counts)
+    return seated(program, system, template, budget, pool, seats, choice.estimate, path=PAPER)
 
 
-def unbound(template: str, budget: float, tiers, cheapest: float | None, over_budget: bool | None = None):
+def unbound(template: str, budget: float, tiers, cheapest: float | None, over_budget: bool | None = None,
+            path: BindPath | None = None) -> TemplateBinding:
     """The binding of a template nothing fits: `cheapest` is the least budget that would, if known;
     `over_budget` says the budget is what rules it out (by default, when `cheapest` is known)."""
-    from bamasc.optimize.bind import TemplateBinding
-
     return TemplateBinding(
         template=template, budget=budget, feasible=False, counts=(), seats=(), unrolled=None, bounds=(),
         worst_case_cost=math.inf, tiers=tiers, tier_seats=tuple(0 for _ in tiers), quality=0.0, solves=0, cuts=0,
         cheapest_cost=cheapest, estimate=None,
         binding_rows=("budget",) if (cheapest is not None if over_budget is None else over_budget) else (),
+        path=path,
     )
 
 
-def seated(program, system, template: str, budget: float, pool, seats, estimate: float | None = None):
+def seated(program, system, template: str, budget: float, pool, seats, estimate: float | None = None,
+           path: BindPath | None = None) -> TemplateBinding:
     """The binding of these (slot, instance, model) seats, with their exact worst case."""
-    from bamasc.optimize.bind import TemplateBinding, TemplateSeat
-
     topology = program.topologies[template]
     tiers = tuple(sorted({m.tier for m in pool}))
     counts, unrolled, bounds, exact = exact_cost(program, system, topology, pool, seats)
@@ -244,4 +246,5 @@ def seated(program, system, template: str, budget: float, pool, seats, estimate:
         cheapest_cost=None,
         binding_rows=(),
         estimate=estimate,
+        path=path,
     )

@@ -15,25 +15,25 @@ import pytest
 
 from bamasc.optimize import bind
 from tests.dynamic.sources import random_dynamic_source
-from tests.test_template_milp import assert_binds_like_brute_force, load, objective
+from tests.test_template_milp import assert_binds_like_brute_force, load, objective, strategy
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_dynamic_milp_equals_enumeration_and_brute_force(tmp_path, monkeypatch, seed):
+def test_dynamic_milp_equals_enumeration_and_brute_force(tmp_path, seed):
     source = random_dynamic_source(random.Random(11000 + seed))
-    assert_binds_like_brute_force(load(tmp_path, source), source, monkeypatch)
+    assert_binds_like_brute_force(load(tmp_path, source), source)
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_dynamic_bindings_at_growing_budgets(tmp_path, monkeypatch, seed):
+def test_dynamic_bindings_at_growing_budgets(tmp_path, seed):
     """Never BAM504 (the MILP priced a binding below its exact bound), and more budget loses nothing."""
     rng = random.Random(12000 + seed)
     program = load(tmp_path, random_dynamic_source(rng))
     system = program.systems["s"]
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", rng.choice([0, 64]))
+    chosen = strategy(enumerate_up_to=rng.choice([0, 64]))
     previous = None
     for budget in sorted(rng.sample(range(200, 12000), 5)):
-        found = objective(bind.bind_template(program, system, "t", float(budget)))
+        found = objective(bind.bind_template(program, system, "t", float(budget), strategy=chosen))
         if previous is not None:
             assert found is not None and found[:-1] >= previous[:-1], (budget, found, previous)
         previous = found if found is not None else previous

@@ -10,7 +10,7 @@ import pytest
 from bamasc.optimize import bind, coupled, exact
 from bamasc.optimize.formulation import formulate
 from bamasc.optimize.problem import SeatProblem
-from tests.test_template_milp import brute_force, load, objective, random_source, same
+from tests.test_template_milp import brute_force, load, objective, random_source, same, strategy
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -20,11 +20,11 @@ def test_coupled_reads_bind_like_the_split_reads_and_brute_force(tmp_path, monke
     _, source = random_source(rng)
     program = load(tmp_path, source)
     system = program.systems["s"]
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", rng.choice([0, 64]))
+    chosen = strategy(enumerate_up_to=rng.choice([0, 64]))
     truth = brute_force(program, system.budget)
-    with_products = objective(bind.bind_template(program, system, "t", system.budget))
+    with_products = objective(bind.bind_template(program, system, "t", system.budget, strategy=chosen))
     monkeypatch.setattr(coupled, "COUPLE_UP_TO", 0)
-    split = objective(bind.bind_template(program, system, "t", system.budget))
+    split = objective(bind.bind_template(program, system, "t", system.budget, strategy=chosen))
     assert same(with_products, truth), (source, with_products, truth)
     assert same(split, truth), (source, split, truth)
 

@@ -3,7 +3,7 @@
 Random pipelines of `parallel` and `chain` statements, each reading the value
 before it, with random pools (three tiers, prices, output caps, per-role
 qualities, prompt-length price tiers) are bound at random budgets by the dynamic program
-(offered every template, `SWEEP_FROM_COLUMNS = 0`), by the MILP alone and by
+(offered every template, `sweep_from_columns = 0`), by the MILP alone and by
 trying every binding. The dynamic program and the MILP must find the same
 objective (tiers and quality alone with price tiers, which both bill at the
 most a seat could read); brute force may find more (see `not_better`), never
@@ -20,7 +20,7 @@ import re
 import pytest
 
 from bamasc.optimize import bind, exact, pareto
-from tests.test_template_milp import brute_force, load, objective, same
+from tests.test_template_milp import brute_force, load, objective, same, strategy
 
 
 def pipeline(rng: random.Random, require: str = "", min_agents: int = 0) -> str:
@@ -66,22 +66,22 @@ def budgets(program, rng: random.Random) -> list[float]:
     return sorted(round(cheapest * (loose / cheapest) ** rng.uniform(-0.1, 1.1), 3) for _ in range(3))
 
 
-def bind_by(program, budget: float, monkeypatch, sweep_from: float, swept: list) -> tuple | None:
-    monkeypatch.setattr(exact, "SWEEP_FROM_COLUMNS", sweep_from)
-    found = bind.bind_template(program, program.systems["s"], "t", budget)
+def bind_by(program, budget: float, sweep_from: float, swept: list, **thresholds) -> tuple | None:
+    chosen = strategy(sweep_from_columns=sweep_from, **thresholds)
+    found = bind.bind_template(program, program.systems["s"], "t", budget, strategy=chosen)
     swept.append(found.solves == 0 and found.feasible)
     return objective(found)
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_the_dynamic_program_binds_like_the_milp_and_brute_force(tmp_path, monkeypatch, seed):
+def test_the_dynamic_program_binds_like_the_milp_and_brute_force(tmp_path, seed):
     rng = random.Random(seed)
     source = pipeline(rng)
     program = load(tmp_path, source)
     for budget in budgets(program, rng):
         swept: list = []
-        dynamic = bind_by(program, budget, monkeypatch, 0, swept)
-        milp = bind_by(program, budget, monkeypatch, math.inf, swept)
+        dynamic = bind_by(program, budget, 0, swept)
+        milp = bind_by(program, budget, math.inf, swept)
         truth = brute_force(program, budget)
         if "long_prompt" in source:
             # Both bill a cliff tier at the most a seat could read, above the exact bound at times, so
@@ -97,13 +97,13 @@ def test_the_dynamic_program_binds_like_the_milp_and_brute_force(tmp_path, monke
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_a_larger_budget_never_loses_a_binding_in_the_dynamic_program(tmp_path, monkeypatch, seed):
+def test_a_larger_budget_never_loses_a_binding_in_the_dynamic_program(tmp_path, seed):
     rng = random.Random(500 + seed)
     program = load(tmp_path, pipeline(rng))
-    monkeypatch.setattr(exact, "SWEEP_FROM_COLUMNS", 0)
+    swept_first = strategy(sweep_from_columns=0)
     previous = None
     for budget in budgets(program, rng) + [math.inf]:
-        found = objective(bind.bind_template(program, program.systems["s"], "t", budget))
+        found = objective(bind.bind_template(program, program.systems["s"], "t", budget, strategy=swept_first))
         if previous is not None:
             assert found is not None and found[:-1] >= previous[:-1], (budget, found, previous)
         previous = found or previous
@@ -117,13 +117,13 @@ def test_a_require_row_goes_to_the_milp(tmp_path, monkeypatch):
     monkeypatch.setattr(exact, "sweep", lambda *a: calls.append(real(*a)) or calls[-1])
     for budget in budgets(program, rng):
         swept: list = []
-        dynamic = bind_by(program, budget, monkeypatch, 0, swept)
+        dynamic = bind_by(program, budget, 0, swept)
         assert dynamic is None or not_better(dynamic, brute_force(program, budget))
         assert not any(swept)
     assert calls and all(call is None for call in calls)
 
 
-def test_min_agents_is_met_by_the_dynamic_program_or_left_to_the_milp(tmp_path, monkeypatch):
+def test_min_agents_is_met_by_the_dynamic_program_or_left_to_the_milp(tmp_path):
     """The dynamic program binds without `min_agents`; its answer stands only where it seats that
     many (it is then the best binding with the row too), and the MILP decides elsewhere."""
     answered = []
@@ -137,8 +137,8 @@ def test_min_agents_is_met_by_the_dynamic_program_or_left_to_the_milp(tmp_path, 
         least = program.systems["s"].min_agents
         for budget in budgets(program, rng):
             swept: list = []
-            dynamic = bind_by(program, budget, monkeypatch, 0, swept)
-            milp = bind_by(program, budget, monkeypatch, math.inf, swept)
+            dynamic = bind_by(program, budget, 0, swept)
+            milp = bind_by(program, budget, math.inf, swept)
             if "long_prompt" in source:
                 assert (dynamic and dynamic[:-1]) == (milp and milp[:-1]), (source, budget, dynamic, milp)
             else:
@@ -149,15 +149,15 @@ def test_min_agents_is_met_by_the_dynamic_program_or_left_to_the_milp(tmp_path, 
     assert any(answered) and not all(answered), answered
 
 
-def like_the_milp(program, budget: float, monkeypatch, *patches) -> tuple[bool, tuple | None]:
+def like_the_milp(program, budget: float, monkeypatch, *patches, **thresholds) -> tuple[bool, tuple | None]:
     """Bound by the MILP alone, then by the dynamic program with `patches` (target, name, value)
-    applied: the two must find the same tiers and quality. (swept: did the dynamic program answer,
-    the MILP's objective)."""
+    applied and the strategy's `thresholds` changed: the two must find the same tiers and quality.
+    (swept: did the dynamic program answer, the MILP's objective)."""
     swept: list = []
-    milp = bind_by(program, budget, monkeypatch, math.inf, swept)
+    milp = bind_by(program, budget, math.inf, swept)
     for target, name, value in patches:
         monkeypatch.setattr(target, name, value)
-    dynamic = bind_by(program, budget, monkeypatch, 0, swept)
+    dynamic = bind_by(program, budget, 0, swept, **thresholds)
     monkeypatch.undo()
     assert (dynamic and dynamic[:-1]) == (milp and milp[:-1]), (budget, dynamic, milp)
     return swept[1], milp
@@ -194,11 +194,10 @@ def test_without_the_tiers_found_empty_the_dynamic_program_binds_what_it_could_n
         program = load(tmp_path, pipeline(rng))
         for budget in budgets(program, rng):
             patches = (
-                (exact, "SPLIT_FROM_COLUMNS", 0),
                 (exact.TemplateSolver, "_sweep", refused),
                 (exact.TemplateSolver, "_sweep_narrowed", recorded),
             )
-            like_the_milp(program, budget, monkeypatch, *patches)
+            like_the_milp(program, budget, monkeypatch, *patches, split_from_columns=0)
     assert any(found is not None for found in narrowed)
 
 
@@ -213,9 +212,9 @@ def test_a_rotating_statement_goes_to_the_milp(tmp_path, monkeypatch):
     calls = []
     real = pareto.sweep
     monkeypatch.setattr(exact, "sweep", lambda *a: calls.append(real(*a)) or calls[-1])
-    monkeypatch.setattr(exact, "SWEEP_FROM_COLUMNS", 0)
-    monkeypatch.setattr(bind, "ENUMERATE_UP_TO", 0)  # one MILP for the whole template, offered first
-    found = bind.bind_template(program, program.systems["s"], "t", math.inf)
+    # One MILP for the whole template, offered first to the dynamic program.
+    chosen = strategy(sweep_from_columns=0, enumerate_up_to=0)
+    found = bind.bind_template(program, program.systems["s"], "t", math.inf, strategy=chosen)
     assert found.feasible and calls and all(call is None for call in calls)
 
 
