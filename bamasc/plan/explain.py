@@ -1,5 +1,5 @@
 """Explains a binding: each call's bound split into input and output, why each seat has its model,
-and which rules are tight."""
+which rules are tight, and (when the binding was made now, not read from a plan) the binder's path."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.graph import critical_path
 from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
+from bamasc.optimize.strategy import BindPath
 from bamasc.plan.build import DEADLINE_ROW, source_label
 from bamasc.plan.render import pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
@@ -135,10 +136,14 @@ def infeasible_text(system: SystemPlan, template: TemplatePlan) -> str:
     return f"template {template.name} has no binding within {system.budget:g} µ$: needs {needs}; binding rows: {rows}"
 
 
-def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | None) -> str:
+def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | None,
+                 paths: dict[str, BindPath] | None = None) -> str:
+    """The explanation of a template (default: the selected one); `paths`, by template name, are the
+    binder's paths when the plan was compiled now (a plan file does not record them)."""
     template = pick_template(system, template_name)
+    path = (paths or {}).get(template.name)
     if not template.feasible:
-        return infeasible_text(system, template)
+        return "\n".join([infeasible_text(system, template), *binder_lines(path)])
     prices = plan.prices
     call_rows = []
     for node in template.nodes:
@@ -172,7 +177,16 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         lines.append(f"  {seat}")
         lines.extend(f"    {reason}" for reason in reasons)
     lines += ["", "Rules:"] + [f"  {note}" for note in tight_rows(program, system, template)]
+    lines += binder_lines(path)
     return "\n".join(lines)
+
+
+def binder_lines(path: BindPath | None) -> list[str]:
+    """How the binder found the binding (optimize/strategy.py): its path in short, then a line on each step."""
+    if path is None:
+        return []
+    first, *rest = path.lines()
+    return ["", f"Binder path: {first}", *(f"  {line}" for line in rest)]
 
 
 def _latency_note(system: SystemPlan, template: TemplatePlan) -> str:
