@@ -33,6 +33,7 @@ EXTRAS = {
         Extra("ray", "the Ray engine", ("ray",)),
         Extra("lsp", "the language server", ("pygls", "lsprotocol")),
         Extra("local", "provider llamacpp", ("llama_cpp",)),
+        Extra("mcp", "MCP tool servers", ("mcp", "jsonschema")),
     )
 }
 # A policy's MiniLM task embedding needs more of the policy extra than one of hashed words does.
