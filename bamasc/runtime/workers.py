@@ -17,6 +17,7 @@ import asyncio
 import time
 
 from bamasc.records import record
+from bamasc.runtime.admission import ShortOfTotal, TaskHold, TotalLink
 from bamasc.runtime.batch import BatchLedger, BudgetLevel, Limiter, budget_levels
 from bamasc.runtime import execute
 from bamasc.runtime.batch_session import BatchOutcome, BatchSession
@@ -38,6 +39,7 @@ class Batch:
         self.trace = trace
         self.ledgers = ledgers  # unfinished tasks' ledgers from earlier runs, by task id (each used once)
         self.ledger = ledger
+        self.total = TotalLink(ledger) if ledger is not None else None  # each task's hold on it (runtime/admission.py)
         declared = program.systems.get(system.name) if hasattr(program, "systems") else None
         self.guard_class = guard_class(options.guard, getattr(declared, "budget_check", "before"))
         # Every per-task budget a task may run at, largest first.
@@ -65,7 +67,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     system = batch.system
     arrived = time.perf_counter()  # the task's deadline counts from here: the total's waiting room is part of its time
     if batch.ledger is None:
-        level, cap, held, why = batch.main, system.budget, 0.0, None
+        level, cap, held, why = batch.main, system.budget, None, None
         template = system.template(chosen or batch.options.template or system.selection["selected"])
         if earlier >= cap - 1e-9:  # nothing of its budget is left to run on
             template, why = None, _spent(earlier, cap)
@@ -73,7 +75,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
         try:
             level, template, cap, held, why = await _reserve(batch, task, earlier, chosen, arrived)
         except DeadlineReached as late:
-            level, template, cap, held, why = batch.levels[-1], None, 0.0, 0.0, late
+            level, template, cap, held, why = batch.levels[-1], None, 0.0, None, late
     if isinstance(why, DeadlineReached):
         result = _late(task, system, earlier, time.perf_counter() - arrived)
     elif template is None:
@@ -90,8 +92,8 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
             reason = f"internal error: {type(problem).__name__}: {problem}"
             result = broken(task.id, template, guard, reason, system.deadline_s)
         finally:
-            if batch.ledger is not None:
-                await batch.ledger.settle(held, guard.charged - earlier)
+            if held is not None:
+                await batch.total.settle(held, guard.charged - earlier)
         if batch.options.allocator is not None:
             batch.options.allocator.observe(level.budget, guard.charged - earlier)
     batch.trace.task(task_line(result, batch.guard_class.kind, earlier))
@@ -99,7 +101,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
 
 
 async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None, arrived: float | None = None):
-    """(level, template, guard cap, amount held, why not) for a task under the total.
+    """(level, template, guard cap, the task's hold on the total, why not) for a task under the total.
 
     From the allocated budget down: at a level whose budget's rest (budget
     less what earlier runs spent on the task) fits in what is left, the task
@@ -121,16 +123,16 @@ async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None,
             if rest <= 1e-9:
                 spent_at = level.budget if spent_at is None else max(spent_at, level.budget)
                 continue
-            if await batch.ledger.reserve(rest):
-                return level, template, level.budget, rest, None
+            if (held := await _hold(batch.total, task, rest)) is not None:
+                return level, template, level.budget, held, None
             bound = template.worst_case_cost
-            if bound is not None and bound < rest and await batch.ledger.reserve(bound):
-                return level, template, earlier + bound, bound, None
+            if bound is not None and bound < rest and (held := await _hold(batch.total, task, bound)) is not None:
+                return level, template, earlier + bound, held, None
             least = rest if bound is None else min(rest, bound)
             smallest = least if smallest is None else min(smallest, least)
         if smallest is None:
             if spent_at is not None:
-                return batch.levels[-1], None, 0.0, 0.0, _spent(earlier, spent_at)
+                return batch.levels[-1], None, 0.0, None, _spent(earlier, spent_at)
             why = _short_of_total(f"no template has a binding at a per-task budget up to {wanted:g} µ$")
             break
         # What tasks in flight hold comes back, less what they charge: wait while that could make room.
@@ -139,7 +141,17 @@ async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None,
                                   f"the smallest worst case is {smallest:.1f} µ$")
             break
         await _wait_for_room(batch.ledger, batch.system.deadline_s, arrived)
-    return batch.levels[-1], None, 0.0, 0.0, why
+    return batch.levels[-1], None, 0.0, None, why
+
+
+async def _hold(total: TotalLink, task: Task, amount: float) -> TaskHold | None:
+    """The task's hold of `amount` µ$ on the total, or None when the total has no room for it now."""
+    hold = TaskHold(task.id, amount)
+    try:
+        await total.admit(hold)
+    except ShortOfTotal:
+        return None
+    return hold
 
 
 async def _wait_for_room(ledger, deadline_s: float | None, arrived: float | None) -> None:
