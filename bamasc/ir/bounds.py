@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from bamasc.combinators.tools import ToolLoop
 from bamasc.program import Model, Program, Role
 from bamasc.ir.alternatives import Both, Choice, Path, worst_case
 from bamasc.ir.tokens import output_cap, template_tokens
@@ -32,10 +33,14 @@ class CallBound:
     pairs: tuple[tuple[Path, float], ...] = ()
     pair_rate: float = 0.0
     pair_most: float = 0.0
+    # A tool-using call (combinators/tools.py): its tool calls' µ$, and each round's prompt bound; 0, ()
+    # without tools, whose input_tokens is then the one prompt it sends.
+    tool_cost: float = 0.0
+    round_inputs: tuple[int, ...] = ()
 
     @property
     def cost(self) -> float:
-        return self.input_cost + self.output_cost
+        return self.input_cost + self.output_cost + self.tool_cost
 
 
 def call_bounds(
@@ -44,7 +49,8 @@ def call_bounds(
     roles: dict[str, Role],
     task_tokens: int,
 ) -> list[CallBound]:
-    """Bounds per call: prompt text + task + the output caps of every call it reads."""
+    """Bounds per call: prompt text + task + the output caps of every call it reads (each round of a
+    tool-using call's loop re-sends them all: combinators/tools.py)."""
     caps: dict[str, int] = {}
     bounds = []
     for call in calls:
@@ -54,25 +60,35 @@ def call_bounds(
         tokens_in += call.framing
         tokens_in += call.tokens_read(caps, task_tokens)
         tokens_out = caps[call.id] = output_cap(role, model)
-        bounds.append(call_bound(call, model, tokens_in, tokens_out, caps, task_tokens))
+        bounds.append(call_bound(call, model, tokens_in, tokens_out, caps, task_tokens, role.loop))
     return bounds
 
 
-def call_bound(call: CallNode, model: Model, tokens_in: int, tokens_out: int, tokens, task_tokens: int) -> CallBound:
+def call_bound(
+    call: CallNode, model: Model, tokens_in: int, tokens_out: int, tokens, task_tokens: int, loop: ToolLoop | None = None
+) -> CallBound:
     """A call's bound from its prompt and output tokens, at the dearest rates a prompt this long
     could be billed (tiers it may cross included), with its reads of branches' outputs priced
-    apart (`tokens`: each call's output tokens)."""
+    apart (`tokens`: each call's output tokens). With a tool `loop`, `tokens_in` is the call's own
+    prompt and the bound is that of every round (ToolLoop.cost), its tool calls' price included."""
     pricing = model.prices()
-    input_cost, output_cost = pricing.worst_cost(tokens_in, tokens_out)
+    if loop is None:
+        input_cost, output_cost = pricing.worst_cost(tokens_in, tokens_out)
+        tooled = {}
+    else:
+        input_cost, output_cost, per_token = loop.cost(pricing, tokens_in, tokens_out)
+        tooled = {"tool_cost": loop.tool_cost, "round_inputs": loop.prompts(tokens_in, tokens_out)}
     largest, shares = call.branch_reads(tokens, task_tokens)
     beside, pairs = call.sibling_reads(tokens, task_tokens)
     if not shares and not call.cards and not pairs:
-        return CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost)
-    rate = pricing.worst_rates(tokens_in).input
+        return CallBound(call.id, model.name, tokens_in, tokens_out, input_cost, output_cost, **tooled)
+    # What a token it reads costs: once at its prompt's rate, or once per round of its loop.
+    rate = pricing.worst_rates(tokens_in).input if loop is None else per_token
     priced = tuple((path, rate * share) for path, share in shares)
     cards = tuple((plan, rate * tokens[plan]) for plan in call.cards)
     return CallBound(
-        call.id, model.name, tokens_in, tokens_out, input_cost, output_cost, priced, rate * largest, cards, pairs, rate, rate * beside
+        call.id, model.name, tokens_in, tokens_out, input_cost, output_cost, priced, rate * largest, cards, pairs, rate,
+        rate * beside, **tooled,
     )
 
 
@@ -136,10 +152,18 @@ class CallFloor:
     cards: tuple[tuple[str, float], ...]
 
     def priced(self, models: Sequence[Model]) -> tuple[list, list[tuple[str, float]]]:
-        """(amounts for `worst_case`, (plan, floor of its cards)) on the cheapest of `models`."""
-        role = self.role
-        rate = min(m.price_input for m in models)
-        amounts = [(self.alternative, min(m.price_input * self.own + m.price_output * output_cap(role, m) for m in models))]
+        """(amounts for `worst_case`, (plan, floor of its cards)) on the cheapest of `models`; a tool-using
+        call's every round (combinators/tools.py), each re-sending what it reads."""
+        role, loop = self.role, self.role.loop
+        rounds = 1 if loop is None else loop.rounds + 1
+        rate = min(m.price_input for m in models) * rounds
+
+        def least(m: Model) -> float:
+            cap = output_cap(role, m)
+            own = rounds * (m.price_input * self.own + m.price_output * cap)
+            return own if loop is None else own + m.price_input * loop.extra_tokens(cap) + loop.tool_cost
+
+        amounts = [(self.alternative, min(least(m) for m in models))]
         amounts += [(path, rate * share) for path, share in self.shares]
         amounts += [(Both(self.alternative, path, rate, share), rate * share) for path, share in self.pairs]
         return amounts, [(plan, rate * tokens) for plan, tokens in self.cards]

@@ -83,7 +83,7 @@ def verified_cost(
         tokens_in += sum(tokens for p, tokens in outputs.items() if p not in grouped)
         tokens_in += sum(largest_option(group, outputs, task_tokens) for group in trusted[node].either)
         tokens_in += sum(graph.nodes[p]["output_tokens"] for p in trusted[node].again + trusted[node].cards)
-        bound = call_bound(trusted[node], model, tokens_in, tokens_out, outputs, task_tokens)
+        bound = call_bound(trusted[node], model, tokens_in, tokens_out, outputs, task_tokens, role.loop)
         cost = bound.cost
         if (tokens_in, tokens_out) != (data["input_tokens"], data["output_tokens"]) or abs(cost - data["cost"]) > tolerance:
             raise ValueError(

@@ -38,10 +38,12 @@ def attempt_latency_s(latency: Latency, max_tokens: int) -> float:
 
 
 def call_latency_s(role: Role, model: Model) -> float | None:
-    """One attempt's worst case for a call of `role` on `model`: first token, then every token of its output cap."""
+    """One attempt's worst case for a call of `role` on `model`: first token, then every token of its output cap;
+    for a tool-using role, every round of its loop and the tool calls between them (combinators/tools.py)."""
     if model.latency is None:
         return None
-    return attempt_latency_s(model.latency, output_cap(role, model))
+    attempt = attempt_latency_s(model.latency, output_cap(role, model))
+    return attempt if role.loop is None else role.loop.latency_s(attempt)
 
 
 def steps(calls: tuple[CallNode, ...]) -> tuple[tuple[CallNode, ...], ...]:

@@ -333,6 +333,8 @@ _PROMPT_TOKENS: dict[tuple[str, str | None], int] = {}
 def _prompt_tokens(role) -> int:
     """`template_tokens`, remembered by the role's text (a long-running editor server makes new
     Role records on every edit, so the cache is keyed by value and kept small)."""
+    if role.output_schema is not None:  # its schema counts too (ir/tokens.py), and is no key
+        return template_tokens(role)
     key = (role.prompt, role.system)
     found = _PROMPT_TOKENS.get(key)
     if found is None:

@@ -48,6 +48,7 @@ from bamasc.optimize.coupled import CoupledReads
 from bamasc.optimize.deadline import DeadlineRows
 from bamasc.optimize.either import ExclusiveReads, label as _label
 from bamasc.optimize.formulation import Column, MilpRow, SeatIlp, formulate, scaled_row
+from bamasc.optimize.loops import ToolRounds
 from bamasc.optimize.offered import offered_exactly
 from bamasc.optimize.problem import SeatProblem
 from bamasc.optimize.statements import Statement
@@ -109,7 +110,7 @@ def build(
     return builder.finish()
 
 
-class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
+class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows, ToolRounds):
     def __init__(self, problem, seats: SeatIlp, offered, pool, roles):
         self.problem = problem
         self.seats = seats
@@ -129,6 +130,7 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
         # latency[s][m]: one attempt of a call of slot s's role on model m, seconds (0 when undeclared;
         # a system with a deadline has every model declare one, BAM408).
         self.latency = [[call_latency_s(role, model) or 0.0 for model in pool] for role in roles]
+        self.loops = [role.loop for role in roles]  # each slot's role's tool loop, or None (optimize/loops.py)
         self.unit_column: dict[tuple[int, tuple[int, ...]], int] = {}
         self.prompt_bound: dict[tuple[int, int], float] = {}  # per seat, the most tokens any of its prompts holds
         self.count_columns: dict[tuple[int, int], int] = {}
@@ -253,16 +255,17 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
             self.value_rows(statement.index, ys)
 
     def rates(self, seat, m: int, calls) -> tuple[float, float, float]:
-        """(input, output, per-request) rates a call at `seat` on model m is bounded at (ir/bounds.py):
-        the highest of every prompt tier its prompt could reach, taken at the most this seat could
+        """(input, output, per-request) rates a call at `seat` on model m is bounded at (ir/bounds.py), times
+        its rounds: the highest of every prompt tier its prompt could reach, taken at the most this seat could
         ever read, so a model with tiers may be priced above its exact bound (never below it)."""
         pricing = self.pool[m].prices()
         rates = pricing.worst_rates(self.most_prompt(seat) if pricing.tiers else 0)
-        return rates.input, rates.output, pricing.per_request
+        rounds = self.rounds(seat)
+        return rates.input * rounds, rates.output * rounds, pricing.per_request * rounds
 
     def most_prompt(self, seat) -> int:
-        """An upper bound on the prompt of any call the template makes at `seat`."""
-        return int(self.prompt_bound.get(seat, 0)) + 1
+        """An upper bound on the prompt of any call the template makes at `seat` (any round of its loop)."""
+        return int(self.prompt_bound.get(seat, 0)) + 1 + self.longest_round(seat)
 
     def own(self, seat, calls, y):
         """Prompt-text and output cost of a seat's calls: into the cost directly, or as terms for O."""
@@ -272,6 +275,7 @@ class _Builder(ExclusiveReads, SharedCards, CoupledReads, DeadlineRows):
             model = self.pool[m]
             rate_in, rate_out, fee = self.rates(seat, m, calls)
             value = rate_in * calls.fixed + rate_out * self.cap[s][m] * calls.calls + fee * calls.calls
+            value += self.loop_cost(seat, m) * calls.calls
             if y is None:
                 self.costs[calls.alternative][j] += value
             else:

@@ -112,6 +112,14 @@ def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> S
     )
 
 
+def _tool_fields(loop, bound) -> dict:
+    """What a plan node records of a tool-using call's loop (nothing for a call without tools)."""
+    if loop is None:
+        return {}
+    return {"rounds": loop.rounds, "tool_calls": loop.calls, "tools": loop.tools,
+            "round_input_tokens": bound.round_inputs, "tool_cost": bound.tool_cost}
+
+
 def _checkpoint_sha256(system) -> str | None:
     """The policy checkpoint's hash, so a plan is known stale when the policy is retrained."""
     path = system.checkpoint_path()
@@ -132,8 +140,10 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
         from bamasc.ir.latency import call_latency_s
 
         graph = call_graph(binding.unrolled.calls, binding.bounds, binding.unrolled.answer.nodes)
-        for data in graph.nodes.values():
+        bounds = {bound.node: bound for bound in binding.bounds}
+        for node, data in graph.nodes.items():
             data[LATENCY_FIELD] = call_latency_s(program.roles[data["role"]], program.models[data["model"]])
+            data.update(_tool_fields(program.roles[data["role"]].loop, bounds[node]))
         nodes = tuple(PlanNode(id=node, inputs=reads(graph, node), **data) for node, data in graph.nodes(data=True))
         answer_nodes = graph.graph["answer"]
         latency = critical_path(graph).seconds

@@ -38,6 +38,14 @@ class PlanNode:
     cost: float
     latency_s: float | None  # one attempt's worst case; None when the model declares no latency
     alternative: tuple = ()  # [[decision, branch], ...] it runs under, outermost first; [] when always possible
+    # A call whose role has tools (combinators/tools.py); absent from the JSON of a call without them.
+    rounds: int | None = None  # R: rounds that may ask for tools, then one final round without them
+    tool_calls: int | None = None  # C: tool calls one round may ask for
+    tools: tuple[str, ...] | None = None  # the tools as its role names them
+    round_input_tokens: tuple[int, ...] | None = None  # each round's prompt bound, rounds 0..R (input_tokens: its own)
+    tool_cost: float | None = None  # µ$ of its tool calls, part of `cost`
+
+    omitted_when_none = ("rounds", "tool_calls", "tools", "round_input_tokens", "tool_cost")
 
 
 @record
@@ -132,7 +140,9 @@ class Plan:
 def to_data(value):
     """Records, tuples and dicts as plain JSON data."""
     if hasattr(value, "__record_fields__"):
-        return {name: to_data(getattr(value, name)) for name in value.__record_fields__}
+        omitted = getattr(value, "omitted_when_none", ())
+        return {name: to_data(getattr(value, name)) for name in value.__record_fields__
+                if name not in omitted or getattr(value, name) is not None}
     if isinstance(value, (tuple, list)):
         return [to_data(item) for item in value]
     if isinstance(value, dict):
