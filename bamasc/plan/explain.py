@@ -148,12 +148,15 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
     call_rows = []
     for node in template.nodes:
         price = prices[node.model]
+        # A tool-using call's every round: the prompts of all, and the output cap once each.
+        tokens_in = node.input_tokens if node.rounds is None else sum(node.round_input_tokens)
+        tokens_out = node.output_tokens if node.rounds is None else node.output_tokens * (node.rounds + 1)
         call_rows.append(
             [
                 node.id,
                 f"{node.role}@{node.model}",
-                f"{node.input_tokens} x {price['input']:g} = {node.input_cost:.1f}",
-                f"{node.output_tokens} x {price['output']:g} = {node.output_cost:.1f}",
+                f"{tokens_in} x {price['input']:g} = {node.input_cost:.1f}",
+                f"{tokens_out} x {price['output']:g} = {node.output_cost:.1f}",
                 f"{node.cost:.1f}",
                 node.condition or "always",
             ]
@@ -165,6 +168,7 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         "Calls (tokens x USD/Mtok = µ$):",
         text_table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),
         *route_lines(template),
+        *tool_lines(template),
         *latency_lines(template),
         *flow_lines(program, template),
         "",
@@ -216,6 +220,21 @@ def route_lines(template: TemplatePlan) -> list[str]:
             for b in decision.branches
         ]
         lines.append(text_table(["seat" if step else "branch", "calls", "bound µ$", "worst case s"], rows))
+    return lines
+
+
+def tool_lines(template: TemplatePlan) -> list[str]:
+    """Each tool-using call's loop (combinators/tools.py): its rounds, each round's prompt bound, its tool calls."""
+    lines = []
+    for node in template.nodes:
+        if node.rounds is None:
+            continue
+        if not lines:
+            lines = ["", "Tool loops (a round re-sends the prompt and every earlier round; the last has no tools):"]
+        lines.append(f"  {node.id}: up to {node.rounds} rounds of {counted(node.tool_calls, 'tool call')} "
+                     f"({', '.join(node.tools)}), then a final round; prompts of rounds 0..{node.rounds}: "
+                     f"{', '.join(str(tokens) for tokens in node.round_input_tokens)} tokens; "
+                     f"tool calls {node.tool_cost:.1f} µ$")
     return lines
 
 
