@@ -148,3 +148,41 @@ def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
     found = _imports("bamasc.check.bad", fake["bamasc.check.bad"], {"bamasc.cli.report": Path(os.devnull)})
     assert found == [("bamasc.cli.report", "_private", 2)]
     assert RANK[_stage("bamasc.check.bad")] < RANK[_stage(found[0][0])]
+
+
+def _combinator_class_tests(tree: ast.AST, names: set[str]) -> list[int]:
+    """Lines of `tree` that test a node's class against one of `names` (isinstance, match, type(...))."""
+    def named(node) -> bool:
+        if isinstance(node, ast.Tuple):
+            return any(named(element) for element in node.elts)
+        return isinstance(node, (ast.Attribute, ast.Name)) and (getattr(node, "attr", None) or getattr(node, "id", None)) in names
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("isinstance", "issubclass") and len(node.args) == 2:
+            if named(node.args[1]):
+                found.append(node.lineno)
+        elif isinstance(node, ast.MatchClass) and named(node.cls):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(named(c) for c in [node.left, *node.comparators]):
+            found.append(node.lineno)  # type(node) is ast.Chain
+        elif isinstance(node, ast.Constant) and node.value in names and node.value not in ("Plan", "Ref", "Route"):
+            found.append(node.lineno)  # type(node).__name__ == "Chain"
+    return found
+
+
+def test_only_the_combinators_and_syntax_test_a_combinators_ast_class():
+    """docs/architecture.md, "Combinators are classes": every other stage asks the combinator."""
+    from bamasc import combinators
+    from bamasc.combinators import base
+
+    names = {cls.__name__ for unit in base._COMBINATORS.values() for cls in type.mro(unit.node)[:-1]}
+    assert {"Chain", "ReferenceChain", "SlotCall", "Converse", "Route", "Dynamic"} <= names, names
+    offenders = []
+    for name, path in _modules().items():
+        if name.startswith(("bamasc.combinators", "bamasc.syntax")):
+            continue
+        lines = _combinator_class_tests(ast.parse(path.read_text(encoding="utf-8")), names)
+        offenders += [f"{path.relative_to(ROOT)}:{line}" for line in lines]
+    assert not offenders, "ask the combinator (combinators.combinator_of) instead:\n" + "\n".join(offenders)
+    assert combinators.combinator_of  # the way in
