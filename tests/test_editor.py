@@ -52,10 +52,17 @@ def _scopes(rule) -> list[str]:
 
 
 def grammar_keywords() -> set[str]:
-    """The quoted words of grammars/bam.lark's rules: the language's (contextual) keywords."""
+    """The quoted words of grammars/bam.lark's rules: the language's (contextual) keywords. A terminal's
+    words (the units `tokens` and `s`, read only after a number) are not among them."""
     with open(os.path.join(ROOT, "grammars", "bam.lark"), encoding="utf-8") as handle:
-        lines = [line for line in handle if not line.lstrip().startswith("//")]
+        lines = [line for line in handle if not line.lstrip().startswith("//") and not re.match(r"[A-Z_]+(\.\d+)?:", line)]
     return set(re.findall(r'"([a-z_]+)"', "".join(lines)))
+
+
+def grammar_units() -> set[str]:
+    """The words of the grammar's unit terminals (`TOKENS: "tokens"`)."""
+    with open(os.path.join(ROOT, "grammars", "bam.lark"), encoding="utf-8") as handle:
+        return set(re.findall(r'^[A-Z_]+: "([a-z]+)"$', handle.read(), flags=re.MULTILINE))
 
 
 # ---------------------------------------------------------------- the grammar file
@@ -87,6 +94,15 @@ def test_its_keywords_are_the_grammars():
             found |= set(match.group(1).split("|"))
     assert grammar_keywords() >= {"model", "flow", "max_steps", "approved"}
     assert found == grammar_keywords()
+
+
+def test_its_units_are_the_grammars():
+    found = set()
+    for rule in _all_rules():
+        match = re.fullmatch(r"\(\?<=\[0-9\]\)\\s\*\(([a-z|]+)\)\\b", rule.get("match", ""))
+        if match and rule.get("name", "") == "keyword.other.unit.bam":
+            found |= set(match.group(1).split("|"))
+    assert found == grammar_units() == {"tokens", "s"}
 
 
 # ---------------------------------------------------------------- the grammar on real lines

@@ -8,6 +8,7 @@ from bamasc.check.models import MODEL_ATTRIBUTES
 from bamasc.check.prompts import BUILTIN_PLACEHOLDERS
 from bamasc.check.roles import ROLE_ATTRIBUTES
 from bamasc.check.systems import REWARD_ATTRIBUTES, SYSTEM_ATTRIBUTES
+from bamasc.check.tools import TOOL_ATTRIBUTES
 from bamasc.check.topologies import FLOW_INPUTS
 from bamasc.combinators import combinator_of
 from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, ON_EXHAUSTED, READS, SELECTIONS
@@ -16,19 +17,19 @@ from bamasc.records import record
 from bamasc.syntax import ast
 from bamasc.syntax.parser import TOP_KEYWORDS
 
-DECLARATIONS = ("model", "role", "topology", "system")
+DECLARATIONS = ("model", "role", "topology", "system", "tool")
 # The words that start an item of a topology and the flow combinators (tests check each is a keyword of the grammar).
 TOPOLOGY_ITEMS = ("slot", "require", "flow")
 COMBINATORS = ("chain", "parallel", "vote", "refine", "plan", "converse", "route", "reference")
 # What `reference` may precede (docs/language.md, "`reference` combinators").
 REFERENCED = ("chain", "parallel", "vote", "refine", "plan")
 BLOCKS = {"price": ("input", "output"), "reward": REWARD_ATTRIBUTES}
-ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES}
+ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES, "tool": TOOL_ATTRIBUTES}
 CHOICES = {
     "reads": READS, "answer": ANSWER_KINDS, "select": SELECTIONS, "on_exhausted": ON_EXHAUSTED,
     "budget_check": BUDGET_CHECKS,
 }
-LISTS = {"models": "model", "topologies": "topology"}
+LISTS = {"models": "model", "topologies": "topology", "tools": "tool"}
 
 _TOKEN = re.compile(
     r'(?P<comment>(?://|\#)[^\n]*)'

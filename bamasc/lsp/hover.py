@@ -20,6 +20,8 @@ def hover_text(analysis, occurrence: Occurrence, bound_state: tuple[str, object]
         return _model(program.models[name])
     if kind == "role" and name in program.roles:
         return _role(program.roles[name])
+    if kind == "tool" and name in program.tools:
+        return _tool(program.tools[name])
     if kind == "slot" and occurrence.scope in program.topologies:
         slot = program.topologies[occurrence.scope].slot(name)
         if slot is None:
@@ -66,6 +68,15 @@ def _role(role) -> str:
         f"**role** `{role.name}`: max_output {cap}, reads `{role.reads}`\n\n"
         f"```text\n{excerpt.replace('```', '` ` `')}\n```"
     )
+
+
+def _tool(tool) -> str:
+    what = f"python `{tool.target}`" if tool.kind == "python" else f"MCP server `{tool.target}`, allows {', '.join(tool.allow)}"
+    rows = [f"**tool** `{tool.name}`: {what}", ""]
+    if tool.description:
+        rows.append(f"- {tool.description}")
+    rows.append(f"- results cut to {tool.max_result} tokens; timeout {tool.timeout_s:g} s; {tool.price:g} µ$ per call")
+    return "\n".join(rows)
 
 
 def _topology(topology) -> str:

@@ -8,14 +8,14 @@ from bamasc.source import Span
 from bamasc.syntax import ast
 
 # Kinds whose names are shared by every file of a program; slots and flow names live in their topology.
-GLOBAL_KINDS = ("model", "role", "topology", "system")
+GLOBAL_KINDS = ("model", "role", "topology", "system", "tool")
 
 
 @record
 class Occurrence:
     """One place a name is written: its declaration (`declares`) or a use of it."""
 
-    kind: str  # model | role | topology | system | slot | flow
+    kind: str  # model | role | topology | system | tool | slot | flow
     name: str
     scope: str  # the topology of a slot or flow name; "" for the others
     span: Span
@@ -54,6 +54,11 @@ def _occurrences(module: ast.Module) -> list[Occurrence]:
                     found.extend(Occurrence("role", entry.name, "", entry.name_span, False) for entry in item.attrs)
         elif isinstance(decl, ast.RoleDecl):
             found.append(Occurrence("role", decl.name, "", decl.name_span, True))
+            for item in decl.attrs:
+                if item.name == "tools" and isinstance(item, ast.Attr) and isinstance(item.value, ast.ListValue):
+                    found.extend(_tool_use(value) for value in item.value.items if isinstance(value, ast.Ident))
+        elif isinstance(decl, ast.ToolDecl):
+            found.append(Occurrence("tool", decl.name, "", decl.name_span, True))
         elif isinstance(decl, ast.SystemDecl):
             found.append(Occurrence("system", decl.name, "", decl.name_span, True))
             for item in decl.attrs:
@@ -67,6 +72,13 @@ def _occurrences(module: ast.Module) -> list[Occurrence]:
         elif isinstance(decl, ast.TopologyDecl):
             found.extend(_topology(decl))
     return found
+
+
+def _tool_use(value: ast.Ident) -> Occurrence:
+    """A tool a role names: `server.tool` names the tool `server` (its own span)."""
+    owner = value.name.partition(".")[0]
+    span = value.span
+    return Occurrence("tool", owner, "", Span(span.file, span.line, span.col, span.line, span.col + len(owner)), False)
 
 
 def _topology(decl: ast.TopologyDecl) -> list[Occurrence]:
