@@ -6,16 +6,28 @@ from typing import Protocol, runtime_checkable
 
 from bamasc.records import record
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 
 ERROR_KINDS = ("rate_limited", "server", "timeout", "connection", "malformed", "client", "auth", "not_found")
 RETRYABLE_KINDS = frozenset({"rate_limited", "server", "timeout", "connection", "malformed"})
 
 
 @record
+class ToolCall:
+    """A tool call a model asked for: the id its provider gave it, the tool's name as the model saw it
+    (runtime/tools.ToolSpec.name) and the arguments as the model wrote them (JSON text, not checked)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@record
 class Message:
-    role: str  # system | user | assistant
+    role: str  # system | user | assistant | tool
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant message that asked for tools (content may be empty)
+    tool_call_id: str | None = None  # a tool message: the id of the call it answers
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -31,6 +43,7 @@ class Completion:
     cached_tokens: int = 0  # of prompt_tokens, read from the provider's cache (billed at its cache-read rate)
     cache_write_tokens: int = 0  # of prompt_tokens, written to its cache (billed at its cache-write rate)
     rate_headers: tuple[tuple[str, str], ...] = ()  # the reply's rate-limit headers, for the rate limiter
+    tool_calls: tuple[ToolCall, ...] = ()  # the tools the model asked for (only when it was sent some)
 
 
 @record
@@ -125,11 +138,12 @@ class Provider(Protocol):
 
     async def complete(
         self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
-        expect: str = "text",
+        expect: str = "text", tools: tuple = (),
     ) -> Completion:
         """One attempt. `expect` is what the caller reads from the reply, the role's
         `reads` (text, answer, verdict, plan, code), or for a route's router
-        `branch_expect(...)`; a real model is not told it."""
+        `branch_expect(...)`; a real model is not told it. `tools` (runtime/tools.ToolSpec) are
+        the tools the model may ask for in this round; none, and it must not ask for any."""
         ...
 
     def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...
