@@ -34,8 +34,11 @@ def add_parser(commands) -> None:
                        help="largest request body read (default 1 MiB); a larger one gets 413")
     serve.add_argument("--max-pending", type=cli_args.positive, default=1024, metavar="N",
                        help="tasks running or waiting at once (default 1024); more get 429")
-    serve.add_argument("--keep", type=cli_args.positive, default=10_000, metavar="N",
-                       help="recent tasks GET /v1/tasks/{id} shows from memory (default 10000); older ones are read from the trace")
+    serve.add_argument("--keep", type=cli_args.positive, default=1_000, metavar="N",
+                       help="recent tasks GET /v1/tasks/{id} shows from memory (default 1000); older ones are read from the trace")
+    serve.add_argument("--request-timeout", type=cli_args.seconds, default=30.0, metavar="S",
+                       help="seconds a request's line and headers may take to arrive, then its body (default 30); "
+                            "a slower request gets 408 and its connection is closed")
     serve.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning")
     serve.set_defaults(run=run)
 
@@ -71,7 +74,7 @@ def run(args) -> int:
     from bamasc.serve.main import Limits, Listen, bind, say, serve
 
     listen = Listen(args.host, args.port, args.log_level)
-    limits = Limits(max_body=args.max_body, max_pending=args.max_pending, keep=args.keep)
+    limits = Limits(max_body=args.max_body, max_pending=args.max_pending, keep=args.keep, request_s=args.request_timeout)
     try:
         sock = bind(listen)
     except OSError as problem:

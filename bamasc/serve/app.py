@@ -27,6 +27,8 @@ from bamasc.serve.openapi import openapi_document
 from bamasc.serve.requests import Problem, authorized, read_body, task_fields
 
 log = logging.getLogger("bamasc.serve")
+# 401 says how to authenticate; 408 closes the connection, whose body may still be arriving.
+HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 408: {"Connection": "close"}}
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,10 @@ class Limits:
     max_body: int = 1 << 20  # bytes of a request body
     max_task: int = 200_000  # characters of a task's text
     max_pending: int = 1024  # tasks running or waiting at once; more are refused with 429
-    keep: int = 10_000  # recent tasks GET /v1/tasks/{id} shows from memory (older ones are read from the trace)
+    keep: int = 1_000  # recent tasks GET /v1/tasks/{id} shows from memory (older ones are read from the trace)
     spare: int = 256  # requests in progress beyond max_pending (health, metrics, refusals) before all get 429
+    request_s: float = 30.0  # seconds a request's head may take to arrive, then its body; a slower one gets 408
+    max_head: int = 16 << 10  # bytes of a request's line and headers (h11's own default); more get 431
 
     @property
     def max_requests(self) -> int:
@@ -71,10 +75,12 @@ def call_body(call: Any) -> dict[str, Any]:
         "latency_ms", "clamped", "skipped", "error", "rate_wait_s")}
 
 
-def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Limits()) -> Starlette:
-    """The app serving `session` (open, on `plan`); `token` None serves without authentication."""
+def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Limits(),
+              responses: Counter[int] | None = None) -> Starlette:
+    """The app serving `session` (open, on `plan`); `token` None serves without authentication.
+    `responses` counts answers by status for /metrics (the connections' refusals may add to it)."""
     tasks = Tasks(limits.keep)
-    responses: Counter[int] = Counter()
+    responses = Counter() if responses is None else responses
     active = [0]  # requests in progress
     document = openapi_document(plan.system, plan.budget, plan.deadline_s, token is not None)
 
@@ -89,8 +95,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
                     raise Problem(401, "a bearer token is needed: Authorization: Bearer <token>")
                 response = await handler(request)
             except Problem as problem:
-                response = JSONResponse(problem.body(), status_code=problem.status,
-                                        headers={"WWW-Authenticate": "Bearer"} if problem.status == 401 else None)
+                response = JSONResponse(problem.body(), status_code=problem.status, headers=HEADERS.get(problem.status))
             except BamError as problem:
                 response = JSONResponse(Problem(422, problem.message).body(), status_code=422)
             except Exception as problem:  # a defect: one line in the log, never a traceback
@@ -107,7 +112,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     async def post_task(request: Request) -> Response:
         if session.in_flight >= limits.max_pending:
             raise Problem(429, f"{limits.max_pending} tasks are already running or waiting; try again later")
-        raw = await read_body(request, limits.max_body)
+        raw = await read_body(request, limits.max_body, limits.request_s)
         text, budget, deadline = task_fields(raw, plan.budget, plan.deadline_s, limits.max_task)
         task_id = session.new_task_id()
         tasks.put(task_id, {"task_id": task_id, "status": "running"})

@@ -7,14 +7,17 @@ import logging
 import signal
 import socket
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from bamasc.serve.app import Limits, build_app
+from bamasc.serve.connections import FILES_SPARE, ConnectionLimits, limited_protocol, open_files_allowed
 
 # Connections and requests uvicorn takes, as a multiple of the requests the app serves at once (the app answers
 # 429 beyond those; uvicorn 503 beyond these): idle connections hold a little memory each.
 CONNECTIONS_PER_REQUEST = 2
+BACKLOG = 2048  # uvicorn's default: connections the kernel queues for accept, and asyncio accepts at a time
 
 
 @dataclass(frozen=True)
@@ -44,25 +47,47 @@ def bind(listen: Listen) -> socket.socket:
 async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, limits: Limits,
                 sock: socket.socket, announce: Any = None) -> None:
     """Serve `session` (already open) on `sock` until a signal stops the server; then close the session."""
-    app = build_app(plan, session, token, limits)
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol  # what uvicorn's http="auto" runs: httptools, else h11
+
+    connections = connection_cap(limits.max_requests * CONNECTIONS_PER_REQUEST)
+    responses: Counter[int] = Counter()
+    app = build_app(plan, session, token, limits, responses)
+    protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, limits.max_head, limits.request_s),
+                                responses)
     try:
-        await run_app(app, listen, sock, announce, limit_concurrency=limits.max_requests * CONNECTIONS_PER_REQUEST)
+        # uvicorn answers 503 to a head read when as many connections are open as its limit: one above the cap
+        # the protocol refuses at, so every connection held is served. asyncio accepts up to `backlog`
+        # connections before any is refused: at most as many as are held.
+        await run_app(app, listen, sock, announce, limit_concurrency=connections + 1, http=protocol,
+                      backlog=min(BACKLOG, connections), h11_max_incomplete_event_size=limits.max_head)
     finally:
         await session.close()
 
 
+def connection_cap(wanted: int) -> int:
+    """The connections the server may hold: `wanted`, or fewer where the open-files limit cannot be raised so far.
+    Beside those held, asyncio may have accepted two backlogs (as many again, each) that are being refused."""
+    allowed = (open_files_allowed(3 * wanted + FILES_SPARE) - FILES_SPARE) // 3
+    if allowed < wanted:
+        say(f"warning: the open-files limit (ulimit -n) allows {max(allowed, 1)} connections, not {wanted}")
+    return max(1, min(wanted, allowed))
+
+
 async def run_app(app: Any, listen: Listen, sock: socket.socket, announce: Any = None,
-                  limit_concurrency: int | None = None, lifespan: Literal["auto", "on", "off"] = "off") -> None:
+                  limit_concurrency: int | None = None, lifespan: Literal["auto", "on", "off"] = "off",
+                  **settings: Any) -> None:
     """Run an ASGI app on uvicorn on `sock` until SIGINT or SIGTERM, then return after a graceful stop
-    (`bamasc serve` and `bamasc proxy`): requests in flight get `listen.graceful_s` to finish."""
+    (`bamasc serve` and `bamasc proxy`): requests in flight get `listen.graceful_s` to finish. `settings`
+    go to uvicorn.Config as they are."""
     import uvicorn
 
     config = uvicorn.Config(
         app, lifespan=lifespan, access_log=False, log_level=listen.log_level, server_header=False,
-        limit_concurrency=limit_concurrency, timeout_graceful_shutdown=listen.graceful_s,
+        limit_concurrency=limit_concurrency, timeout_graceful_shutdown=listen.graceful_s, **settings,
     )
     server = uvicorn.Server(config)
     quiet_uvicorn_errors()
+    asyncio.get_running_loop().set_exception_handler(_one_line)
     # uvicorn stops gracefully on SIGINT and SIGTERM, then raises the signal again with the handlers it found:
     # these take it, so the caller cleans up and the command exits 0 after a graceful stop.
     before = {number: signal.signal(number, _taken) for number in (signal.SIGINT, signal.SIGTERM)}
@@ -81,6 +106,14 @@ async def run_app(app: Any, listen: Listen, sock: socket.socket, announce: Any =
 
 def _taken(number: int, frame: Any) -> None:
     """A signal uvicorn already acted on."""
+
+
+def _one_line(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """asyncio's report of an error outside any request (a socket it could not accept, say) as one log line:
+    its default handler writes a traceback."""
+    problem = context.get("exception")
+    detail = f": {type(problem).__name__}: {str(problem)[:300]}" if problem is not None else ""
+    logging.getLogger("bamasc.serve").error("%s%s", context.get("message", "asyncio error"), detail)
 
 
 def quiet_uvicorn_errors() -> None:

@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any
 
+from starlette.requests import ClientDisconnect
+
 FIELDS = ("task", "budget", "deadline_s")
 BODY_SECONDS = 30.0  # a body that takes longer to arrive is refused (408): a slow sender holds no task
 
@@ -41,8 +43,9 @@ def authorized(header: str | None, token: bytes | None) -> bool:
     return hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"), token)
 
 
-async def read_body(request: Any, cap: int) -> bytes:
-    """The body, refused with 413 past `cap` bytes (by its Content-Length, or as it arrives) and 408 when too slow."""
+async def read_body(request: Any, cap: int, seconds: float = BODY_SECONDS) -> bytes:
+    """The body, refused with 413 past `cap` bytes (by its Content-Length, or as it arrives) and 408 when it takes
+    over `seconds` to arrive."""
     length = request.headers.get("content-length")
     if length is not None:
         if not length.isdigit():
@@ -60,10 +63,12 @@ async def read_body(request: Any, cap: int) -> bytes:
         return b"".join(chunks)
 
     try:
-        async with asyncio.timeout(BODY_SECONDS):  # no task of its own, unlike wait_for
+        async with asyncio.timeout(seconds):  # no task of its own, unlike wait_for
             return await gather()
     except TimeoutError:
-        raise Problem(408, f"the body did not arrive within {BODY_SECONDS:g} s") from None
+        raise Problem(408, f"the body did not arrive within {seconds:g} s") from None
+    except ClientDisconnect:
+        raise Problem(400, "the connection closed before the body arrived") from None
 
 
 def task_fields(raw: bytes, plan_budget: float, plan_deadline: float | None, max_task: int) -> tuple[str, Any, Any]:
