@@ -83,11 +83,11 @@ def plan_file(folder: str) -> str:
 class Served:
     """`bamasc serve` in its own process."""
 
-    def __init__(self, plan: str, folder: str, latency: float, concurrency: int) -> None:
+    def __init__(self, plan: str, folder: str, latency: float, concurrency: int, *options: str) -> None:
         trace = os.path.join(folder, f"serve-{time.monotonic_ns()}.jsonl")
         command = [sys.executable, "-m", "bamasc", "serve", plan, "--port", "0", "--no-auth", "--fake", "echo",
                    "--fake-latency", str(latency), "--concurrency", str(concurrency), "--max-pending", "100000",
-                   "--total-budget", TOTAL, "--trace", trace]
+                   "--total-budget", TOTAL, "--trace", trace, *options]
         env = {**os.environ, "PYTHONPATH": ROOT}
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.url = None
@@ -165,9 +165,9 @@ def over_http(url: str, count: int, concurrency: int, processes: int) -> tuple[f
     return elapsed, latencies, sum(cpu for *_, cpu in done) / count
 
 
-async def over_raw(url: str, count: int, concurrency: int) -> tuple[float, list[float]]:
+async def over_raw(url: str, count: int, concurrency: int, same: bool = False) -> tuple[float, list[float]]:
     """The same requests from a minimal HTTP/1.1 client on asyncio streams (one kept-alive connection per worker):
-    what the server sustains when the client costs next to nothing."""
+    what the server sustains when the client costs next to nothing. `same`: every task the same text."""
     from urllib.parse import urlsplit
 
     host, port = urlsplit(url).hostname, urlsplit(url).port
@@ -177,7 +177,7 @@ async def over_raw(url: str, count: int, concurrency: int) -> tuple[float, list[
     async def worker() -> None:
         reader, writer = await asyncio.open_connection(host, port)
         for n in numbers:
-            body = b'{"task": "What is %d + 1?"}' % n
+            body = b'{"task": "What is %d + 1?"}' % (0 if same else n)
             began = time.perf_counter()
             writer.write(b"POST /v1/tasks HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -236,7 +236,12 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=200, help="requests at concurrency 1")
     parser.add_argument("--rss", default="1000,20000", help="request counts for the peak-RSS runs")
     parser.add_argument("--clients", type=int, default=4, help="client processes sharing the concurrency")
+    parser.add_argument("--keep", type=int, help="the server's --keep (default: its own)")
+    parser.add_argument("--rss-only", action="store_true", help="only the peak-RSS runs")
+    parser.add_argument("--same-task", action="store_true",
+                        help="in the peak-RSS runs, every task the same text (the fake model then remembers one prompt)")
     args = parser.parse_args()
+    keep = () if args.keep is None else ("--keep", str(args.keep))
     import bamasc
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder:
@@ -244,8 +249,8 @@ def main() -> None:
         plan = bamasc.Plan.load(path)
         lines = ["| path | requests | requests/s | p50 ms | p99 ms | |", "|---|---|---|---|---|---|"]
         p50 = {}
-        for concurrency, count in ((args.concurrency, args.requests), (1, args.sequential)):
-            served = Served(path, folder, args.latency, concurrency)
+        for concurrency, count in () if args.rss_only else ((args.concurrency, args.requests), (1, args.sequential)):
+            served = Served(path, folder, args.latency, concurrency, *keep)
             try:
                 over_http(served.url, min(count, 200), concurrency, args.clients)  # warm
                 elapsed, latencies, client_cpu = over_http(served.url, count, concurrency, args.clients)
@@ -265,7 +270,7 @@ def main() -> None:
                 p50[(how, concurrency)] = percentile(latencies, 0.5)
         print("\n".join(lines))
         print()
-        for concurrency in (args.concurrency, 1):
+        for concurrency in () if args.rss_only else (args.concurrency, 1):
             for client in ("http", "raw"):
                 over_run = (p50[(client, concurrency)] - p50[("plan.run", concurrency)]) * 1000
                 over_session = (p50[(client, concurrency)] - p50[("session", concurrency)]) * 1000
@@ -275,9 +280,9 @@ def main() -> None:
         print("| requests served | peak RSS of the server (VmHWM) |")
         print("|---|---|")
         for count in (int(part) for part in args.rss.split(",")):
-            served = Served(path, folder, args.latency, args.concurrency)
+            served = Served(path, folder, args.latency, args.concurrency, *keep)
             try:
-                asyncio.run(over_raw(served.url, count, args.concurrency))
+                asyncio.run(over_raw(served.url, count, args.concurrency, args.same_task))
                 print(f"| {count:,} | {served.peak_rss_mib():.1f} MiB |")
             finally:
                 served.stop()

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections import Counter
 from types import TracebackType
 from typing import Any
 
 from bamasc.api import errors
 from bamasc.api.checks import checked_budget
+from bamasc.api.ids import TaskIds
 from bamasc.api.providers import Providers
 from bamasc.api.records import BudgetState, Result
 from bamasc.api.run import Collector, exec_options, tightened, translated_errors, untyped
@@ -43,7 +43,7 @@ class Session:
         self._timeout, self._retries = timeout, retries
         self._batch: Any = None
         self._stack = contextlib.ExitStack()
-        self._ids: set[str] = set()
+        self._ids = TaskIds()
         self._collector = Collector()
         self.statuses: Counter[str] = Counter()  # tasks ended this session, by status
         self.spent_here = 0.0  # µ$ charged by this session's tasks
@@ -119,11 +119,8 @@ class Session:
         return BudgetState(ledger.total, ledger.spent, ledger.held, max(0.0, ledger.remaining))
 
     def new_task_id(self) -> str:
-        """An id no task of the trace has."""
-        while True:
-            made = secrets.token_hex(8)
-            if made not in self._ids:
-                return made
+        """An id no task of the trace has (16 hex digits)."""
+        return self._ids.new()
 
     async def run(self, task: str, *, budget: float | None = None, deadline: float | None = None,
                   task_id: str | None = None) -> Result:
