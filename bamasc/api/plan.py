@@ -25,7 +25,8 @@ class Plan:
     """
 
     def __init__(self, compiled: Any, program: Any, system: str | None = None,
-                 diagnostics: tuple[errors.Diagnostic, ...] = (), plan_dir: str | None = None) -> None:
+                 diagnostics: tuple[errors.Diagnostic, ...] = (), plan_dir: str | None = None,
+                 diagnostics_text: str = "") -> None:
         try:
             self._system = compiled.system(system)
         except KeyError:
@@ -34,7 +35,8 @@ class Plan:
         self._plan = compiled
         self._program = program
         self._plan_dir = plan_dir or os.getcwd()  # the folder its source paths are relative to
-        self.diagnostics = diagnostics
+        self.diagnostics = diagnostics  # the compile's warnings
+        self.diagnostics_text = diagnostics_text  # the same as `bamasc compile` prints them ("" if none)
 
     def __repr__(self) -> str:
         return f"bamasc.Plan(system={self.system!r}, budget={self.budget:g}, template={self.template!r}, bound={self.bound!r})"
@@ -52,7 +54,7 @@ class Plan:
 
     def for_system(self, name: str) -> Plan:
         """The same plan, running another of its systems."""
-        return Plan(self._plan, self._program, name, self.diagnostics, self._plan_dir)
+        return Plan(self._plan, self._program, name, self.diagnostics, self._plan_dir, self.diagnostics_text)
 
     @property
     def budget(self) -> float:
@@ -254,6 +256,11 @@ class Plan:
         if total_budget is not None:
             options = replace(options, total_budget=checked_budget(total_budget, "total_budget"))
         return await run_tasks(plan, self._program, system, tasks, options, collector)
+
+
+def internals(plan: Plan) -> tuple[Any, Any]:
+    """(the compiled plan, the checked program) behind `plan`, for the command line's tables; not the public API."""
+    return plan._plan, plan._program
 
 
 def _compiled_for(compiled: Any, program: Any, folder: str) -> tuple[Any, Any]:

@@ -46,36 +46,39 @@ def run(args) -> int:
         args.method = "paper"
     if args.sweep:
         return _sweep(args, report)
-    plan_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
-    result = inputs.compiled(report, args.file, args.system, args.budget, args.method, plan_dir)
-    if result is None or result.plan is None:
-        return report.return_code
-    from bamasc.plan.render import compile_table
-    from bamasc.plan.schema import dumps
+    import bamasc
+    from bamasc.api.plan import internals
 
-    text = dumps(result.plan)
+    # The plan's source paths are relative to the folder it is written to (the working one when printed only).
+    folder = os.path.dirname(os.path.abspath(args.output)) if args.output else os.getcwd()
+    try:
+        plan = bamasc.load(args.file).compile(args.system, args.budget, args.method, folder=folder)
+    except bamasc.BamError as problem:
+        inputs.api_error(report, problem)
+        return report.return_code
+    report.add(plan.diagnostics)
+    if plan.diagnostics_text:
+        print(plan.diagnostics_text, file=sys.stderr)
     if args.output:
-        temporary = args.output + ".tmp"
         try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(temporary, args.output)
-        except OSError as problem:
-            output.usage(report, f"cannot write the plan to {args.output}: {problem.strerror}")
+            # Self-check: the written plan reads back as the one compiled, and its bounds re-verify.
+            plan.save(args.output)
+        except bamasc.BamError as problem:
+            inputs.api_error(report, problem)
             return report.return_code
-        # Self-check: the written plan reads back as the one compiled, and its bounds re-verify.
-        if not inputs.written_plan_checks(report, args.output, result.plan, result.program):
-            return report.return_code
+    compiled, program = internals(plan)
     if args.format == "json":
-        print(text, end="")
+        print(plan.to_json(), end="")
     else:
-        print(compile_table(result.plan))
+        from bamasc.plan.render import compile_table
+
+        print(compile_table(compiled))
         if args.output:
             print(f"plan written to {args.output} (bounds re-verified)")
     if args.task is not None:
         # With --format json the plan owns standard output; the probabilities go beside it.
         out = sys.stderr if args.format == "json" else sys.stdout
-        _print_policy_choice(report, result.plan, result.program, args.task, out)
+        _print_policy_choice(report, compiled, program, args.task, out)
     return report.return_code
 
 

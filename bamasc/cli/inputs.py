@@ -7,6 +7,7 @@ returns None (or False), so a command stops with `report.return_code`.
 from __future__ import annotations
 
 import os
+import sys
 
 from bamasc.cli import output
 from bamasc.cli.report import Report
@@ -52,6 +53,16 @@ def compiled(report: Report, path: str, system, budget, method, plan_dir=None):
     return result
 
 
+def api_error(report: Report, problem) -> None:
+    """Print a BamError of the Python API as the command line always has: its diagnostics as they are
+    (counted), else `bamasc: error:` and its message, a usage error (exit 2) or an error in the input (exit 1)."""
+    if problem.diagnostics:
+        print(problem.message, file=sys.stderr)
+        report.add(problem.diagnostics)
+    else:
+        (output.usage if problem.exit_code == 2 else output.failure)(report, problem.message)
+
+
 def loaded_plan(report: Report, path: str):
     """(plan, program) of a plan JSON, loaded and re-verified; None if it is refused."""
     from bamasc.plan.load import REFUSALS, load_plan
@@ -69,8 +80,6 @@ def loaded_plan(report: Report, path: str):
 
 def cache_problems() -> None:
     """Warn of each file of the price catalogue's cache found damaged (and rebuilt) while loading."""
-    import sys
-
     catalog = sys.modules.get("bamasc.catalog")  # not loaded: nothing read its cache
     for problem in catalog.take_cache_problems() if catalog is not None else ():
         output.warning(problem)
@@ -89,16 +98,31 @@ def written_plan_checks(report: Report, path: str, plan, program) -> bool:
 
 
 def plan_and_program(report: Report, args):
-    """(plan, program) from a plan JSON (loaded and re-verified) or a .bam file (compiled now)."""
+    """(plan, program) from a plan JSON (loaded and re-verified) or a .bam file (compiled now), through the
+    Python API; None once the problem is printed."""
+    import bamasc
+    from bamasc.api.plan import internals
+
     if args.file.endswith(".json"):
         if args.budget is not None:
             output.usage(report, "--budget needs a .bam file: a plan is compiled for its budget")
             return None
-        return loaded_plan(report, args.file)
-    result = compiled(report, args.file, args.system, args.budget, "lexicographic")
-    if result is None or result.plan is None:
+        try:
+            return internals(bamasc.Plan.load(args.file))
+        except bamasc.BamError as problem:
+            api_error(report, problem)
+            return None
+        finally:
+            cache_problems()
+    try:
+        plan = bamasc.load(args.file).compile(args.system, args.budget, folder=os.getcwd())
+    except bamasc.BamError as problem:
+        api_error(report, problem)
         return None
-    return result.plan, result.program
+    report.add(plan.diagnostics)
+    if plan.diagnostics_text:
+        print(plan.diagnostics_text, file=sys.stderr)
+    return internals(plan)
 
 
 def checked_system(report: Report, path: str, name: str | None):

@@ -49,6 +49,16 @@ def check_file(path: str, budgets: bool = True):
     return (None if has_errors(diagnostics) else program), diagnostics, sources
 
 
+def declared_budgets(program) -> list[Diagnostic]:
+    """The static check of each system's declared budget and listed `budgets` on a program free of errors:
+    what `check_file` adds with `budgets` on."""
+    from bamasc import catalog
+    from bamasc.ir.budget import check_budgets
+
+    with catalog.from_package():
+        return check_budgets(program)
+
+
 def compile_file(
     path: str,
     system: str | None = None,
@@ -57,17 +67,32 @@ def compile_file(
     plan_dir: str | None = None,
 ) -> Compiled:
     """Bind every template of the chosen system(s); `budget` (µ$) overrides the declared one."""
+    # Under --budget the declared budget is not the one in force: the binder's BAM501 and
+    # BAM502 judge the budget given, so the static check of the declared one would mislead.
+    program, diagnostics, sources = check_file(path, budgets=budget is None)
+    if program is None:
+        result = Compiled()
+        result.diagnostics, result.sources = diagnostics, sources
+        return result
+    return bind_checked(program, diagnostics, sources, system, budget, method, plan_dir)
+
+
+def bind_checked(
+    program,
+    diagnostics: list[Diagnostic],
+    sources: Sources,
+    system: str | None = None,
+    budget: float | None = None,
+    method: str = "lexicographic",
+    plan_dir: str | None = None,
+) -> Compiled:
+    """`compile_file` on a program already checked free of errors, its `diagnostics` so far carried into the result."""
     from bamasc.optimize.bind import BindingError
     from bamasc.optimize.errors import SolverError
     from bamasc.plan.build import build_plan
 
     result = Compiled()
-    # Under --budget the declared budget is not the one in force: the binder's BAM501 and
-    # BAM502 judge the budget given, so the static check of the declared one would mislead.
-    program, result.diagnostics, result.sources = check_file(path, budgets=budget is None)
-    if program is None:
-        return result
-    result.program = program
+    result.program, result.diagnostics, result.sources = program, list(diagnostics), sources
     names = _systems(program, system)
     for name in names:
         declared = program.systems[name]

@@ -216,3 +216,18 @@ def test_leaving_a_stream_early_stops_the_task_and_keeps_its_reservation(solver,
     (reserve, call) = _lines(trace)
     assert reserve["type"] == "reserve" and call["id"] == reserve["id"]
     assert call["error"].startswith("cancelled") and call["charged"] == reserve["reserved"] == event.reserved
+
+
+def test_the_command_compiles_through_the_api_the_same_plan_and_warnings(tmp_path):
+    source = os.path.join(ROOT, "examples", "gsm8k.bam")
+    command = _cli("compile", source, "--system", "gsm8k", "--budget", "875", "--format", "json", cwd=str(tmp_path))
+    program = bamasc.load(source)
+    plan = program.compile("gsm8k", 875, folder=tmp_path)
+    assert command.returncode == 0 and plan.diagnostics  # a template past the budget: a warning
+    assert command.stdout == plan.to_json() and command.stderr == plan.diagnostics_text + "\n"
+    assert program.compile("gsm8k", 875, folder=tmp_path).to_json() == plan.to_json()  # one Program, twice
+    elsewhere = program.compile("gsm8k", 875, folder=tmp_path / "plans")
+    assert elsewhere.to_json() != plan.to_json()  # its source path is relative to the other folder
+    os.mkdir(tmp_path / "plans")
+    elsewhere.save(tmp_path / "plans" / "plan.json")
+    assert bamasc.Plan.load(tmp_path / "plans" / "plan.json").bound == plan.bound
