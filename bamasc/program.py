@@ -14,7 +14,7 @@ NO_SPANS = MappingProxyType({})
 NO_TOOLS = MappingProxyType({})
 
 READS = ("text", "answer", "verdict", "plan", "code")
-ANSWER_KINDS = ("number", "code", "boxed", "text")
+ANSWER_KINDS = ("number", "code", "boxed", "text", "json")  # json: the object a role with `output` replies
 SELECTIONS = ("strongest", "cheapest", "policy")
 ON_EXHAUSTED = ("best_so_far", "fail")
 # When a task's budget is checked: before each call, by reserving its worst case (the default), or after
