@@ -7,11 +7,8 @@ checks that each tool a role names exists with a compatible schema.
 
 from __future__ import annotations
 
-import re
-
 from bamasc.check.attributes import LIMITS_HINT, Attributes, did_you_mean, out_of_range, shown
 from bamasc.check.latency import seconds_value
-from bamasc.check.schemas import read_schema
 from bamasc.combinators.tools import build_loop
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.limits import MAX_BUDGET, MAX_TOOL_CALLS, MAX_TOOL_ROUNDS, MAX_TOOLS, written
@@ -26,8 +23,16 @@ KIND_ATTRIBUTES = {"python": ("description", "parameters"), "mcp": ("allow",)}
 TOOL_ATTRIBUTES = COMMON_ATTRIBUTES + KIND_ATTRIBUTES["python"] + KIND_ATTRIBUTES["mcp"]
 ROLE_TOOL_ATTRIBUTES = ("tools", "max_tool_rounds", "max_tool_calls", "output")
 
-_TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
-_NAME = re.compile(r"[A-Za-z_]\w*\Z")
+
+def _name(text: str) -> bool:
+    """An ASCII name: a letter or `_`, then letters, digits and `_`."""
+    return text.isascii() and text.isidentifier()
+
+
+def _target(text: str) -> bool:
+    """`module:name`: dotted names on both sides of one colon (`shop.orders:Lookup.run`)."""
+    parts = text.split(":")
+    return len(parts) == 2 and all(_name(word) for part in parts for word in part.split("."))
 
 
 # ---------------------------------------------------------------- tool declarations
@@ -45,11 +50,13 @@ def read_tool(decl: ast.ToolDecl, diagnostics: list[Diagnostic]) -> Tool:
         ))
     allowed = COMMON_ATTRIBUTES + KIND_ATTRIBUTES[kind]
     attrs = Attributes(f"{kind} tool '{decl.name}'", decl.attrs, allowed, diagnostics, decl.name_span)
-    target = _target(attrs, kind, diagnostics)
+    target = _read_target(attrs, kind, diagnostics)
     description = attrs.string("description", 'description = "What it does, for the model"') if kind == "python" else None
     parameters = None
     value = attrs.value("parameters")
     if isinstance(value, ast.String):
+        from bamasc.check.schemas import read_schema  # only a file that writes a schema needs it
+
         parameters = read_schema(value.value, value.span, f"`parameters` of tool '{decl.name}'", diagnostics)
     elif value is not None:
         attrs.string("parameters")  # reports the wrong type
@@ -77,12 +84,12 @@ def read_tool(decl: ast.ToolDecl, diagnostics: list[Diagnostic]) -> Tool:
     )
 
 
-def _target(attrs: Attributes, kind: str, diagnostics) -> str:
+def _read_target(attrs: Attributes, kind: str, diagnostics) -> str:
     value = attrs.string(kind)
     if value is None:
         return ""
     span = attrs.span_of(kind)
-    if kind == "python" and not _TARGET.match(value):
+    if kind == "python" and not _target(value):
         diagnostics.append(error(
             "BAM605", f"python = {shown(repr(value))} is not `module:name`", span,
             hint='name an importable module and a callable in it: `python = "shop.orders:lookup"`',
@@ -116,7 +123,7 @@ def _allow(attrs: Attributes, decl: ast.ToolDecl, kind: str, diagnostics) -> tup
         return ()
     names = []
     for item in items:
-        if isinstance(item, ast.String) and _NAME.match(item.value):
+        if isinstance(item, ast.String) and _name(item.value):
             names.append(item.value)
         else:
             diagnostics.append(error(
@@ -215,6 +222,8 @@ def _output(attrs: Attributes, role: str, diagnostics) -> dict | None:
         diagnostics.append(error("BAM108", f"'output' in role '{role}' must be json(\"\"\"{{a JSON Schema}}\"\"\")",
                                  value.span, hint='output = json("""{"type": "object", "properties": {...}}""")'))
         return None
+    from bamasc.check.schemas import read_schema
+
     text = value.args[0]
     return read_schema(text.value, text.span, f"`output` of role '{role}'", diagnostics)
 
