@@ -138,12 +138,16 @@ class Provider(Protocol):
 
     async def complete(
         self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
-        expect: str = "text", tools: tuple = (),
+        expect: str = "text", tools: tuple = (), output_schema: dict | None = None,
     ) -> Completion:
         """One attempt. `expect` is what the caller reads from the reply, the role's
         `reads` (text, answer, verdict, plan, code), or for a route's router
         `branch_expect(...)`; a real model is not told it. `tools` (runtime/tools.ToolSpec) are
-        the tools the model may ask for in this round; none, and it must not ask for any."""
+        the tools the model may ask for in this round; none, and it must not ask for any.
+        `output_schema` (a role's `output`) is the JSON Schema its answer must hold to, sent by the
+        provider's own mechanism; the completion's text is then that JSON (runtime/structured.py
+        checks it). Callers pass `tools` and `output_schema` only when they have them, so a
+        provider that takes neither keeps working for roles without them."""
         ...
 
     def count_prompt_tokens(self, messages: list[Message]) -> int | None: ...

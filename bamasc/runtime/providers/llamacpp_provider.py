@@ -316,8 +316,11 @@ class LlamaCppProvider:
 
     async def complete(
         self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
-        expect: str = "text",
+        expect: str = "text", tools: tuple = (), output_schema: dict | None = None,
     ) -> Completion:
+        if tools or output_schema is not None:  # BAM609 keeps such a plan from running; a direct call is told why
+            wanted = "call tools" if tools else "hold its reply to a JSON Schema"
+            raise _client(self.name, f"llama.cpp models cannot {wanted} here; seat a model of a provider that can")
         if max_tokens < 1:
             raise _client(self.name, "max_tokens must be at least 1")
         prompt_tokens = self.model.prompt_tokens(messages, self.name)

@@ -11,6 +11,7 @@ from bamasc.records import replace
 from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
 from bamasc.runtime.providers.sdk import aiohttp_client, post_json
+from bamasc.runtime.providers.tool_wire import ANSWER_NAME, checked_calls, reply_call
 from bamasc.runtime.tokens import exact_prompt_tokens
 
 PROVIDER = "openai"
@@ -94,18 +95,31 @@ class OpenAIProvider:
         return f"OpenAIProvider(name={self.name!r}, model_id={self.model_id!r}, base_url={self.base_url!r})"
 
     def count_prompt_tokens(self, messages: list[Message]) -> int | None:
+        # OpenAI publishes no counting rule for tool calls and results: those prompts get the safe bound.
+        if any(message.tool_calls or message.role == "tool" for message in messages):
+            return None
         return exact_prompt_tokens(self._tokenizer, messages)
 
     async def complete(
         self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
-        expect: str = "text",
+        expect: str = "text", tools: tuple = (), output_schema: dict | None = None,
     ) -> Completion:
         request = {
             "model": self.model_id,
-            "messages": [{"role": message.role, "content": message.content} for message in messages],
+            "messages": [wire_message(message) for message in messages],
             self.token_param: max_tokens,
             **self._sampling(decoding),
         }
+        if tools:
+            request["tools"] = [
+                {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                                  "parameters": tool.parameters}}
+                for tool in tools
+            ]
+        if output_schema is not None:
+            request["response_format"] = {
+                "type": "json_schema", "json_schema": {"name": ANSWER_NAME, "schema": output_schema, "strict": False},
+            }
         response, limits = await post_json(
             self._client,
             openai,
@@ -117,7 +131,7 @@ class OpenAIProvider:
             secret=self._api_key,
             base_error=openai.OpenAIError,
         )
-        return replace(self._completion(response), rate_headers=limits)
+        return replace(self._completion(response, tools), rate_headers=limits)
 
     def _sampling(self, decoding: Decoding) -> dict:
         fields = {"seed": decoding.seed}
@@ -125,16 +139,22 @@ class OpenAIProvider:
             fields.update(temperature=decoding.temperature, top_p=decoding.top_p, stop=list(decoding.stop) or None)
         return {name: value for name, value in fields.items() if value is not None}
 
-    def _completion(self, response: object) -> Completion:
+    def _completion(self, response: object, tools: tuple = ()) -> Completion:
         try:
             choice = response["choices"][0]
-            text = choice["message"].get("content") or ""
+            message = choice["message"]
+            text = message.get("content") or ""
+            wire_calls = message.get("tool_calls") or []
             usage = response["usage"]
             finish_reason = choice.get("finish_reason")
         except (AttributeError, IndexError, KeyError, TypeError) as error:
             raise missing_fields(response, error, provider=PROVIDER, model=self.name) from None
         if not isinstance(text, str):
             raise malformed_error(provider=PROVIDER, model=self.name, detail="the message content is not text")
+        refusal = message.get("refusal")
+        if not text and not wire_calls and isinstance(refusal, str) and refusal:
+            raise malformed_error(provider=PROVIDER, model=self.name, detail=f"the model refused: {refusal[:200]}")
+        calls = checked_calls(self._tool_calls(wire_calls), tools, provider=PROVIDER, model=self.name)
         prompt_tokens = usage_tokens(usage, "prompt_tokens", provider=PROVIDER, model=self.name)
         completion_tokens = usage_tokens(usage, "completion_tokens", provider=PROVIDER, model=self.name)
         # Prompt caching is automatic: the cached part of the prompt is reported here (and billed lower).
@@ -144,7 +164,36 @@ class OpenAIProvider:
             raise malformed_error(provider=PROVIDER, model=self.name,
                                   detail=f"usage reports {cached} cached tokens of a {prompt_tokens}-token prompt")
         reason = finish_reason if isinstance(finish_reason, str) else None
-        return Completion(text, prompt_tokens, completion_tokens, reason, cached_tokens=cached)
+        return Completion(text, prompt_tokens, completion_tokens, reason, cached_tokens=cached, tool_calls=calls)
+
+    def _tool_calls(self, wire_calls: object) -> list:
+        """`message.tool_calls`: `{"id", "type": "function", "function": {"name", "arguments"}}` each."""
+        if not isinstance(wire_calls, list):
+            raise malformed_error(provider=PROVIDER, model=self.name, detail="tool_calls is not a list")
+        calls = []
+        for call in wire_calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or call.get("type", "function") != "function":
+                raise malformed_error(provider=PROVIDER, model=self.name, detail="a tool call is not a function call")
+            calls.append(reply_call(call.get("id"), function.get("name"), function.get("arguments"),
+                                    provider=PROVIDER, model=self.name))
+        return calls
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def wire_message(message: Message) -> dict:
+    """A message in the chat-completions form: an assistant's tool calls under `tool_calls` (its content null
+    when it wrote none), a tool result as a `tool` message naming the call it answers."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [{"id": call.id, "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments}}
+                           for call in message.tool_calls],
+        }
+    return {"role": message.role, "content": message.content}

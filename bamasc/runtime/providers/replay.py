@@ -7,6 +7,12 @@ recording run reserved for (played back by `count_prompt_tokens`).
 The key is the SHA-256 of the model's name, the messages and max_tokens
 (`prompt_key`). Nothing else about the provider is written: no URL, no key.
 
+Tool rounds are recorded like any call: a completion that asked for tools
+has "tool_calls" ([{"id", "name", "arguments"}]); a message that carries tool
+calls or answers one has "tool_calls" or "tool_call_id", and they are in the
+key, with the names of the tools the round offered and a structured output's
+schema. A call without any of these is written and keyed as before.
+
 A prompt recorded several times plays back its recordings in order, then
 repeats the last. In record mode a prompt is played back while the cassette
 still holds an unplayed recording of it and sent to the inner provider
@@ -21,19 +27,53 @@ import os
 from collections import defaultdict
 
 from bamasc.rows import RowError, drop_torn_line, parse_lines
-from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, Provider, ProviderError
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, Provider, ProviderError, ToolCall
 
 
-def prompt_key(model: str, messages: list[Message], max_tokens: int | None) -> str:
+def prompt_key(model: str, messages: list[Message], max_tokens: int | None, tools: tuple = (),
+               output_schema: dict | None = None) -> str:
     """The cassette key of one call: SHA-256 over a canonical JSON of its inputs.
 
     With max_tokens None it keys the messages alone (for the recorded prompt count).
     """
-    fields = {"model": model, "messages": [[m.role, m.content] for m in messages]}
+    fields = {"model": model, "messages": [_keyed(m) for m in messages]}
     if max_tokens is not None:
         fields["max_tokens"] = max_tokens
+    if tools:
+        fields["tools"] = [tool.name for tool in tools]
+    if output_schema is not None:
+        fields["output_schema"] = output_schema
     payload = json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _keyed(message: Message) -> list:
+    """A message as its key holds it: role and content, then its tool calls and the call it answers, if any."""
+    if not message.tool_calls and message.tool_call_id is None:
+        return [message.role, message.content]
+    return [message.role, message.content, [[c.id, c.name, c.arguments] for c in message.tool_calls],
+            message.tool_call_id]
+
+
+def _message_line(message: Message) -> dict:
+    line = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        line["tool_calls"] = [_call_line(call) for call in message.tool_calls]
+    if message.tool_call_id is not None:
+        line["tool_call_id"] = message.tool_call_id
+    return line
+
+
+def _call_line(call: ToolCall) -> dict:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+def _calls(lines) -> tuple[ToolCall, ...]:
+    """Recorded tool calls, each {"id", "name", "arguments"} of text."""
+    calls = tuple(ToolCall(line["id"], line["name"], line["arguments"]) for line in lines)
+    if not all(isinstance(value, str) for call in calls for value in (call.id, call.name, call.arguments)):
+        raise ValueError("a recorded tool call is not text")
+    return calls
 
 
 def from_model(model, env, cassette: str | None) -> ReplayProvider:
@@ -77,9 +117,9 @@ class ReplayProvider:
 
     async def complete(
         self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
-        expect: str = "text",
+        expect: str = "text", tools: tuple = (), output_schema: dict | None = None,
     ) -> Completion:
-        key = prompt_key(self.name, messages, max_tokens)
+        key = prompt_key(self.name, messages, max_tokens, tools, output_schema)
         recordings = self._recorded.get(key, [])
         played = self._played[key]
         if played < len(recordings) or (recordings and not self.record):
@@ -92,7 +132,11 @@ class ReplayProvider:
                 kind="not_found",
                 retryable=False,
             )
-        completion = await self.inner.complete(messages, max_tokens, timeout=timeout, decoding=decoding, expect=expect)
+        given = {"tools": tools} if tools else {}
+        if output_schema is not None:
+            given["output_schema"] = output_schema
+        completion = await self.inner.complete(messages, max_tokens, timeout=timeout, decoding=decoding, expect=expect,
+                                               **given)
         self._append(key, messages, max_tokens, completion)
         self._recorded.setdefault(key, []).append(completion)
         self._played[key] += 1
@@ -103,13 +147,15 @@ class ReplayProvider:
             "key": key,
             "model": self.name,
             "max_tokens": max_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [_message_line(m) for m in messages],
             "text": completion.text,
             "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens,
             "finish_reason": completion.finish_reason,
             "counted_prompt_tokens": self.inner.count_prompt_tokens(messages),
         }
+        if completion.tool_calls:
+            line["tool_calls"] = [_call_line(call) for call in completion.tool_calls]
         # One whole line per write, flushed at once: a crash loses at most the call in flight.
         text = json.dumps(line) + "\n"  # ASCII escapes survive any text, lone surrogates included
         with open(self.cassette_path, "ab") as cassette:
@@ -164,11 +210,13 @@ def _recording(line: str, model: str) -> tuple[str, Completion, dict[str, int]] 
             _count(entry["prompt_tokens"]),
             _count(entry["completion_tokens"]),
             entry.get("finish_reason"),
+            tool_calls=_calls(entry.get("tool_calls", ())),
         )
         count = entry.get("counted_prompt_tokens")
         if count is None:
             return str(entry["key"]), completion, {}
-        messages = [Message(m["role"], m["content"]) for m in entry["messages"]]
+        messages = [Message(m["role"], m["content"], _calls(m.get("tool_calls", ())), m.get("tool_call_id"))
+                    for m in entry["messages"]]
         return str(entry["key"]), completion, {prompt_key(model, messages, None): _count(count)}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as problem:
         raise RowError("not a recorded call", type(problem).__name__) from None
