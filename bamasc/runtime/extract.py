@@ -116,7 +116,18 @@ def extract_answer(kind: str, text: str | None) -> str | None:
         return extract_code(text)
     if kind == "boxed":
         return last_boxed(text)
+    if kind == "json":
+        return json_answer(text)
     return text.strip()
+
+
+def json_answer(text: str) -> str | None:
+    """`answer = json`: the reply's JSON value (a structured output's object), written compact; None when the
+    reply is not JSON."""
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
+        return None
 
 
 def approved(verdict: str) -> bool:

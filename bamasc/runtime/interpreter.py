@@ -34,6 +34,7 @@ from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
 from bamasc.runtime.render import MissingPlaceholder, numbered, render
 from bamasc.runtime.retry import RetryPolicy
+from bamasc.runtime.structured import structured
 from bamasc.runtime.tokens import safe_prompt_bound, task_tokens
 from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interpreter's results and stops)
     BudgetExhausted, DeadlineReached, Output, Refused, TaskError, TaskOverbilled, TaskResult,
@@ -171,7 +172,7 @@ class TaskRun:
         role = self.program.roles[node.role]
         model = self.model_of[(request.slot, request.instance)]
         inputs = self.inputs(request)
-        provider = self.providers[model.name]
+        provider = structured(self.providers[model.name], role.output_schema)  # sends, reserves for, checks it
         messages = []
         where = f"{node_id} (role '{role.name}'): "
         if role.system:
