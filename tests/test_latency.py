@@ -72,7 +72,7 @@ def lint_text(write_bam, source: str) -> tuple[str, list]:
         ("latency { per_token = 0.01 }", "BAM217", "latency", "has no 'first_token'"),
         ("latency { first_token = 0.5  per_token = 0.01  tokens_per_s = 80 }", "BAM218", "tokens_per_s", "gives both 'per_token' and 'tokens_per_s'"),
         ("latency { first_token = 0.5  per_tok = 0.01 }", "BAM106", "per_tok", "latency of model 'm' has no attribute 'per_tok'"),
-        ("latency { first_token = 0.5 µ$  per_token = 0.01 }", "BAM208", "0.5 µ$", "takes no unit, not µ$"),
+        ("latency { first_token = 0.5 µ$  per_token = 0.01 }", "BAM208", "0.5 µ$", "takes no other unit, not µ$"),
         ("latency { first_token = 1e999  per_token = 0.01 }", "BAM210", "1e999", "above the limit of 86400 s"),
         ("latency = 0.5", "BAM108", "0.5", "must be a block"),
     ],
@@ -89,6 +89,13 @@ def test_a_wrong_latency_block_is_reported_at_the_value(write_bam, block, code, 
 def test_did_you_mean_for_an_unknown_latency_key(write_bam):
     text, _ = lint_text(write_bam, MODEL.format(name="m", latency="latency { first_tokens = 0.5  per_token = 0.01 }"))
     assert "did you mean 'first_token'?" in text
+
+
+def test_seconds_may_be_written_with_their_unit(write_bam):
+    program, diagnostics = check(load(write_bam(MODEL.format(name="m", latency="latency { first_token = 0.6 s  per_token = 0.01 s }"))))
+    assert not diagnostics
+    latency = program.models["m"].latency
+    assert (latency.first_token_s, latency.per_output_token_s) == (0.6, 0.01)
 
 
 def test_tokens_per_s_is_read_as_seconds_per_token(write_bam):
