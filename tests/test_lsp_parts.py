@@ -190,7 +190,22 @@ def test_lsp_without_the_extra_says_how_to_install(monkeypatch, capsys):
     assert "pip install 'bamasc[lsp]'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["gsm8k", "math", "mbpp", "quickstart"])
+def test_a_tool_is_renamed_where_it_is_declared_and_where_roles_name_it(tmp_path):
+    source = (
+        'tool files { mcp = "python -m files"  allow = ["read_file"]  max_result = 100 tokens }\n'
+        'role Reader { tools = [files.read_file]  max_tool_rounds = 2  max_output = 10  prompt = "{{task}}" }\n'
+    )
+    path = tmp_path / "main.bam"
+    path.write_text(source)
+    analysis = Analysis(str(path), {})
+    assert not analysis.errors
+    files = analysis.index.at(str(path), 1, 7)
+    assert (files.kind, files.name, files.declares) == ("tool", "files", True)
+    spans = rename([], analysis, files, "docs", KEYWORDS)
+    assert [(s.line, s.col, s.end_col) for s in spans] == [(1, 6, 11), (2, 24, 29)]
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "math", "mbpp", "quickstart", "support_tools"])
 def test_every_declared_name_of_the_examples_hovers_and_completion_never_fails(name):
     from bamasc.lsp.bounds import COMPUTING
     from bamasc.lsp.hover import hover_text
