@@ -297,11 +297,12 @@ def test_anthropic_tool_uses_that_cannot_be_answered_are_malformed(case, anthrop
     assert problem.kind == "malformed" and problem.outcome_unknown
 
 
-def test_tool_calls_in_a_round_sent_no_tools_are_malformed(endpoint):
+def test_tool_calls_in_a_round_sent_no_tools_are_dropped_and_its_text_is_the_answer(endpoint):
     flavor, server, provider = endpoint
-    server.script(raw(tool_reply(flavor, [("call_1", "lookup_order", {})])))
-    problem = failure(provider)
-    assert problem.kind == "malformed" and "sent no tools" in problem.message
+    server.script(raw(tool_reply(flavor, [("call_1", "lookup_order", {})], text="It shipped.")))
+    completion = run(provider.complete(ASKED, 64, timeout=5))
+    assert completion.text == "It shipped." and completion.tool_calls == ()
+    assert (completion.prompt_tokens, completion.completion_tokens) == (40, 12)
 
 
 def test_an_id_longer_than_the_bound_assumes_is_shortened_alike_every_time(endpoint):

@@ -6,7 +6,9 @@ the round, or arguments that are not JSON or do not fit the schema, pass
 through, and the tool loop answers them with an error result (docs/tools.md).
 A reply whose tool calls cannot be answered at all is malformed: a call that
 is not an object, has no id or a name or arguments that are not text, or two
-calls with one id. An id longer than the bound assumes (`RESULT_FRAMING`
+calls with one id. Tool calls in a reply to a round sent no tools (a tool
+loop's final round) are dropped, as the loop would drop them: its text is the
+answer. An id longer than the bound assumes (`RESULT_FRAMING`
 counts MAX_ID_BYTES for it in the call and again in its result), or with
 characters outside `[A-Za-z0-9_-]`, is replaced by a short one derived from
 it: the conversation is re-sent whole every round, so the provider never
@@ -55,10 +57,9 @@ def reply_call(call_id, name, arguments, *, provider: str, model: str) -> ToolCa
 
 
 def checked_calls(calls: list[ToolCall], tools, *, provider: str, model: str) -> tuple[ToolCall, ...]:
-    """The reply's tool calls, refused when the round offered no tools or two calls share an id."""
-    if calls and not tools:
-        raise malformed_error(provider=provider, model=model,
-                              detail=f"the reply asks for {len(calls)} tool call(s) in a round sent no tools")
+    """The reply's tool calls: none when the round offered no tools; malformed when two share an id."""
+    if not tools:
+        return ()
     ids = [call.id for call in calls]
     if len(set(ids)) != len(ids):
         raise malformed_error(provider=provider, model=model, detail="two tool calls of the reply share an id")
