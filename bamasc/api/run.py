@@ -112,7 +112,7 @@ class Collector:
             self.calls.setdefault(line["task_id"], []).append(call)
             if self.on_event is not None:
                 self.on_event(CallSettled(line["task_id"], call))
-        elif kind == "reserve" and self.on_event is not None:
+        elif kind == "reserve" and self.on_event is not None and "tool" not in line:  # a tool's price is no call
             self.on_event(CallStarted(line["task_id"], line["node"], line["model"], line["attempt"], line["reserved"]))
 
     def result(self, outcome: Any) -> Result:
@@ -144,8 +144,13 @@ class translated_errors:
     def __exit__(self, kind: type[BaseException] | None, problem: BaseException | None, _: Any) -> None:
         if problem is None or not isinstance(problem, Exception) or isinstance(problem, errors.BamError):
             return
+        from bamasc.extras import ExtraMissing
         from bamasc.runtime.providers.base import ProviderError
+        from bamasc.runtime.tools import ToolStartError
         from bamasc.runtime.trace import TraceError
+
+        if isinstance(problem, (ToolStartError, ExtraMissing)):  # the tools cannot start: nothing was spent
+            raise errors.BamError(str(problem)) from None
 
         if isinstance(problem, KeyError):
             raise errors.UsageError(f"unknown system or template: {problem}") from None

@@ -43,6 +43,7 @@ class Session:
         self._timeout, self._retries = timeout, retries
         self._batch: Any = None
         self._stack = contextlib.ExitStack()
+        self._tools = contextlib.AsyncExitStack()  # the plan's tools, started once for the session
         self._ids = TaskIds()
         self._collector = Collector()
         self.statuses: Counter[str] = Counter()  # tasks ended this session, by status
@@ -67,6 +68,7 @@ class Session:
         from bamasc.runtime.execute import make_providers, settle_interrupted
         from bamasc.runtime.trace import read_ledgers
         from bamasc.runtime.batch_session import run_models
+        from bamasc.runtime.tool_loop import tool_session
         from bamasc.runtime.workers import Batch
 
         if self._batch is not None:
@@ -94,7 +96,14 @@ class Session:
                 recorder.close()
                 await close_providers(providers)
                 raise
-        self._batch = Batch(self._program, self._system, options, providers, recorder, {}, ledger, limiter)
+        try:
+            with translated_errors():
+                tools = await self._tools.enter_async_context(tool_session(self._program, [self._system]))
+        except BaseException:
+            recorder.close()
+            await close_providers(providers)
+            raise
+        self._batch = Batch(self._program, self._system, options, providers, recorder, {}, ledger, limiter, tools)
         self._earlier = earlier
         self._turns = asyncio.Semaphore(self.concurrency)
         self._stack.enter_context(fewer_collections())
@@ -106,9 +115,12 @@ class Session:
         batch, self._batch = self._batch, None
         if batch is None:
             return
-        batch.trace.close()
-        await close_providers(batch.providers)
-        self._stack.close()
+        try:
+            await self._tools.aclose()
+        finally:
+            batch.trace.close()
+            await close_providers(batch.providers)
+            self._stack.close()
 
     @property
     def budget(self) -> BudgetState:
@@ -140,7 +152,7 @@ class Session:
         _, system = tightened(self._plan, self._system, budget, deadline)
         if system is not self._system:
             batch = Batch(batch.program, system, batch.options, batch.providers, batch.trace, {}, batch.ledger,
-                          batch.limiter)
+                          batch.limiter, batch.tools)
         options = batch.options
         chosen = None
         if options.selector is not None and options.template is None:
@@ -165,7 +177,7 @@ class Session:
     def _listen(self, kind: str, line: dict[str, Any]) -> None:
         if kind == "reserve":
             self.open_reservations += 1
-        elif kind == "call":
+        elif kind in ("call", "tool"):  # a tool call's line settles its price's reservation, if it had one
             if line.get("id") is not None:
                 self.open_reservations -= 1
             self.spent_here += line["charged"]

@@ -75,6 +75,7 @@ def run(args) -> int:
     from bamasc.runtime.execute import ExecOptions
     from bamasc.runtime.providers.base import ProviderError
     from bamasc.runtime.report import dataset_report, task_report
+    from bamasc.runtime.tools import ToolStartError
     from bamasc.runtime.workers import run_batch
 
     options = ExecOptions(
@@ -122,7 +123,7 @@ def run(args) -> int:
     except KeyError as problem:
         output.usage(report, f"unknown system or template: {problem}")
         return _ended(report, live)
-    except (ProviderError, ValueError) as problem:
+    except (ProviderError, ValueError, ToolStartError) as problem:  # a tool that cannot start: nothing was spent
         output.failure(report, problem)
         return _ended(report, live)
     except KeyboardInterrupt:
@@ -187,6 +188,12 @@ def _extras(args, plan, program) -> list:
         return needs  # an unknown system: the run says so
     if system.selection["rule"] == "policy" and not args.template:
         needs.append((EXTRAS["policy"], f"system '{system.name}', which selects by policy"))
+    from bamasc.runtime.tool_loop import declarations
+
+    tools = declarations(program, [system])  # the MCP SDK, and jsonschema, which checks every tool's arguments
+    if tools:
+        servers = [tool.name for tool in tools if tool.kind == "mcp"]
+        needs.append((EXTRAS["mcp"], f"tool {servers[0]} (an MCP server)" if servers else f"tool {tools[0].name}"))
     models = {seat.model for template in system.templates if template.feasible for seat in template.binding}
     offline = bool(args.dry_run or args.fake or (args.cassette and not args.record))
     return needs + inputs.run_extras(program, models, offline)

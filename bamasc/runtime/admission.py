@@ -43,9 +43,10 @@ class Attempt:
 
     __slots__ = ("request", "node", "model", "number", "prompt_tokens", "cap", "max_tokens", "timeout",
                  "policy_timeout", "deadline", "reservation", "waited", "reply", "usage", "rates", "charged", "error",
-                 "held_back", "sent_at")
+                 "held_back", "sent_at", "round")
 
-    def __init__(self, request, node, model, number: int, prompt_tokens: int, cap: int, timeout: float):
+    def __init__(self, request, node, model, number: int, prompt_tokens: int, cap: int, timeout: float,
+                 round: int | None = None):
         self.request = request  # the walker's CallRequest
         self.node = node  # the plan's node of the call (its id and role)
         self.model = model
@@ -65,11 +66,12 @@ class Attempt:
         self.error: str | None = None  # why it was refused or failed, or how its bill broke the promise
         self.held_back = False  # a 429 paused its key: the retry waits in the limiter's queue, not a backoff
         self.sent_at: float | None = None  # when it was sent (time.perf_counter)
+        self.round = round  # a tool loop's round, 0 to R (runtime/tool_loop.py); None for a call without tools
 
     def again(self) -> Attempt:
         """The next attempt at the same call."""
         return Attempt(self.request, self.node, self.model, self.number + 1, self.prompt_tokens, self.cap,
-                       self.policy_timeout)
+                       self.policy_timeout, self.round)
 
     @property
     def latency(self) -> float:

@@ -228,6 +228,13 @@ class Recorder(TraceWriter):
         if count and self.listener is not None:
             self.listener("call", record)
 
+    def tool(self, record: dict, count: bool = True) -> None:
+        if count and self.calls is not None:  # the one task's ledger table shows its tool calls
+            self.calls.append({"tool": True, **record})
+        super().tool(record)
+        if count and self.listener is not None:
+            self.listener("tool", record)
+
     def task(self, record: dict) -> None:
         super().task(record)
         if self.listener is not None:
@@ -252,6 +259,11 @@ def settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | No
     if ledger is None:
         return 0.0
     for held, reservation in ledger.open.items():
+        if "tool" in reservation:  # a tool call's price (runtime/tool_loop.py)
+            trace.tool({"id": held, "task_id": task_id, "node": reservation.get("node"),
+                        "round": reservation.get("round"), "name": reservation["tool"], "reserved": reservation["reserved"],
+                        "charged": reservation["reserved"], "error": INTERRUPTED}, count=False)
+            continue
         trace.call(
             {
                 "id": held,
@@ -267,11 +279,14 @@ def settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | No
                 "attempt": reservation.get("attempt"),
                 "clamped": False,
                 "skipped": False,
-                "error": "interrupted: the run ended with this attempt in flight; reservation kept",
+                "error": INTERRUPTED,
             },
             count=False,
         )
     return ledger.spent
+
+
+INTERRUPTED = "interrupted: the run ended with this attempt in flight; reservation kept"
 
 
 def broken(task_id: str, template, guard, reason: str, deadline_s: float | None) -> TaskResult:

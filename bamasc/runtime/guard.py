@@ -137,6 +137,19 @@ class BudgetGuard:
         self.held -= reservation.amount
         return 0.0
 
+    def hold(self, amount: float) -> bool:
+        """Hold `amount` µ$ (a tool call's price) before it is spent; False when the budget has no room for it."""
+        if self.overbilled or amount > self.remaining + 1e-9:
+            return False
+        self.held += amount
+        return True
+
+    def settle_held(self, held: float, charge: float) -> float:
+        """Charge `charge` µ$ for what `hold` held (`held`): the tool's price once it ran, 0 when it did not."""
+        self.held -= held
+        self.charged += charge
+        return charge
+
     @property
     def overran(self) -> bool:
         return self.charged > self.budget * (1 + 1e-9)
@@ -168,6 +181,12 @@ class PosthocGuard(BudgetGuard):
         self.held += amount
         return Reservation(model.name, prompt_tokens, max_tokens, max_tokens, amount, rates.input, rates.output, pricing)
 
+    def hold(self, amount: float, checked: bool = True) -> bool:
+        if checked and self.charged >= self.budget:
+            return False
+        self.held += amount
+        return True
+
 
 class RecordingGuard(PosthocGuard):
     """No check at all: every call is made and charged as billed (`budget_check = none`), so a baseline
@@ -177,3 +196,6 @@ class RecordingGuard(PosthocGuard):
 
     def reserve(self, model, prompt_tokens: int, max_tokens: int, checked: bool = True) -> Reservation | None:
         return super().reserve(model, prompt_tokens, max_tokens, checked=False)
+
+    def hold(self, amount: float, checked: bool = True) -> bool:
+        return super().hold(amount, checked=False)

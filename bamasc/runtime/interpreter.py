@@ -13,6 +13,10 @@ its provider key's turn (runtime/limiter.py), whose wait is on its trace
 line and ends as soon as the turn cannot come in time. A link that refuses
 stops the task (`on_exhausted`), recording what ran out: `budget`,
 `deadline`, or a new limit's name. The trace hears each attempt's events.
+
+A call whose role has tools runs as its tool loop (runtime/tool_loop.py):
+up to R + 1 rounds, each sent and admitted as `send` sends any call, with the
+run's ToolSet making the tool calls between them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from bamasc.runtime.tokens import safe_prompt_bound, task_tokens
 from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interpreter's results and stops)
     BudgetExhausted, DeadlineReached, Output, Refused, TaskError, TaskOverbilled, TaskResult,
 )
+from bamasc.runtime.tool_loop import run_loop
 from bamasc.runtime.trace import AttemptLines
 
 
@@ -59,6 +64,7 @@ class TaskRun:
         seed: int = 0,
         limiter=None,  # a runtime.limiter.RateLimiter, or anything with its interface
         arrived: float | None = None,  # when the task began to wait for its turn (time.perf_counter), if before run()
+        tools=None,  # the run's started runtime.tools.ToolSet, for calls whose roles have tools
     ):
         self.program = program
         self.system = system
@@ -83,6 +89,7 @@ class TaskRun:
         self.in_flight: set[asyncio.Future] = set()  # concurrent calls of a `parallel`, cancelled on overbilling
         self.clock = DeadlineGuard(getattr(system, "deadline_s", None), self.retry.timeout)
         self.arrived = arrived
+        self.tools = tools
 
     # ------------------------------------------------------------ the task
 
@@ -178,11 +185,32 @@ class TaskRun:
         if role.system:
             messages.append(Message("system", self.render(role.system, inputs, where)))
         messages.append(Message("user", self.render(role.prompt, inputs, where)))
-        exact = provider.count_prompt_tokens(messages)
-        prompt_tokens = exact if exact is not None else safe_prompt_bound(messages)
         cap = output_cap(role, model)
+        expect = self.expects.get(node_id, role.reads)
+        if node.rounds is not None:
+            text = await run_loop(self, request, node, role, model, provider, messages, cap, expect)
+        else:
+            text = (await self.send(request, node, role, model, provider, messages,
+                                    self.count_prompt(provider, messages), cap, expect)).text
+        output = self.outputs[node_id] = Output(text, node_id, model.tier)
+        if role.reads not in ("verdict", "plan"):
+            self.best = output
+        return output
+
+    @staticmethod
+    def count_prompt(provider, messages) -> int:
+        """The prompt tokens of `messages`: the provider's exact count, or the safe bound."""
+        exact = provider.count_prompt_tokens(messages)
+        return exact if exact is not None else safe_prompt_bound(messages)
+
+    async def send(self, request, node, role, model, provider, messages, prompt_tokens: int, cap: int, expect: str,
+                   tools: tuple = (), round: int | None = None):
+        """One model call of `request` (a tool loop's `round`, sent with `tools`), attempt after attempt under the
+        retry policy, each admitted before it is sent; returns the provider's Completion."""
+        node_id = node.id
         admissions = self.admissions(model)
-        attempt = Attempt(request, node, model, 1, prompt_tokens, cap, self.retry.timeout)
+        attempt = Attempt(request, node, model, 1, prompt_tokens, cap, self.retry.timeout, round)
+        offered = {"tools": tools} if tools else {}  # a provider of its own may not take tools
         while True:
             if self.guard.overbilled:
                 raise TaskOverbilled(self.guard.overbilled)
@@ -190,7 +218,7 @@ class TaskRun:
             try:
                 completion = await provider.complete(
                     messages, attempt.max_tokens, timeout=attempt.timeout, decoding=decoding_for(role, model),
-                    expect=self.expects.get(node_id, role.reads),
+                    expect=expect, **offered,
                 )
             except ProviderError as problem:
                 attempt.reply = problem
@@ -228,10 +256,7 @@ class TaskRun:
                     if sibling is not asyncio.current_task():
                         sibling.cancel()
                 raise TaskOverbilled(self.guard.overbilled)
-            output = self.outputs[node_id] = Output(completion.text, node_id, model.tier)
-            if role.reads not in ("verdict", "plan"):
-                self.best = output
-            return output
+            return completion
 
     def admissions(self, model) -> Admissions:
         """The links every attempt at a call to `model` passes, in order, and who hears its events: the one

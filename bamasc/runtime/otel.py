@@ -80,12 +80,14 @@ def task_runs(records: list[dict]) -> list[list[dict]]:
 def attempts(run: list[dict]) -> list[dict]:
     """The run's attempts as call lines; a reservation without a call line is an attempt in flight
     when the run died, charged in full (as the ledger counts it)."""
-    settled = {record.get("id") for record in run if record["type"] == "call"}
+    settled = {record.get("id") for record in run if record["type"] in ("call", "tool")}
     found = []
     for record in run:
         if record["type"] == "call":
             found.append(record)
-        elif record["type"] == "reserve" and record["id"] not in settled:
+        elif record["type"] == "tool":  # a tool call of a tool loop: an execute_tool span
+            found.append({**record, "latency_ms": record.get("duration_ms")})
+        elif record["type"] == "reserve" and record["id"] not in settled and "tool" not in record:
             found.append({
                 **record, "type": "call", "role": None, "prompt_tokens": 0, "completion_tokens": 0,
                 "charged": record["reserved"], "latency_ms": None, "clamped": False, "skipped": False,
@@ -187,9 +189,11 @@ def _node_span(tracer, in_context, parent, node_id: str, spans: list[tuple[dict,
     )
     context = in_context(agent)
     for call, start, end in spans:
+        tool = call.get("type") == "tool"
         chat = tracer.start_span(
-            f"chat {call.get('model')}", context=context, kind=SpanKind.CLIENT,
-            attributes=_chat_attributes(call, program, node), start_time=start,
+            f"execute_tool {call.get('name')}" if tool else f"chat {call.get('model')}", context=context,
+            kind=SpanKind.INTERNAL if tool else SpanKind.CLIENT, start_time=start,
+            attributes=_tool_attributes(call) if tool else _chat_attributes(call, program, node),
         )
         reason = _failure(call)
         if reason:
@@ -227,6 +231,13 @@ def _task_attributes(task: dict) -> dict:
             attributes[f"bamasc.{key}_micro_usd"] = float(value)
     if task.get("error"):
         attributes["bamasc.error"] = task["error"]
+    return {key: value for key, value in attributes.items() if value is not None}
+
+
+def _tool_attributes(call: dict) -> dict:
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.get("name"),
+                  "bamasc.node": call.get("node"), "bamasc.round": call.get("round"),
+                  "bamasc.charged_micro_usd": float(call["charged"]), "bamasc.error": call.get("error")}
     return {key: value for key, value in attributes.items() if value is not None}
 
 

@@ -72,6 +72,12 @@ def run_on_ray(plan, program, system_name: str | None, tasks, options: ExecOptio
                address: str | None = None, progress=None, calls: list | None = None,
                on_result=None) -> BatchOutcome:
     """`workers.run_batch` on Ray: the same tasks, answers, costs and trace lines, run by `actors` runners."""
+    from bamasc.runtime.tool_loop import declarations
+
+    used = declarations(program, [plan.system(system_name), *(level.system for level in options.budget_plans)])
+    if used:  # each actor would need its own MCP servers and python tools: not yet
+        raise ValueError(f"the Ray engine does not run tools yet (the plan uses {', '.join(t.name for t in used)}): "
+                         "run it on the local engine (--engine local)")
     ray = load_ray()
     if options.allocator is not None:
         raise ValueError("--allocate runs on the local engine only: its estimates are one process's state")

@@ -7,12 +7,20 @@ from bamasc.words import counted
 
 
 def ledger_table(calls: list[dict]) -> str:
+    """One row per attempt, and per tool call (runtime/tool_loop.py): its round, its tool's name and its price."""
     rows = []
     for call in calls:
+        if call.get("tool"):
+            notes = [f"round {call['round']}", "result cut" if call.get("truncated") else "", call["error"] or ""]
+            rows.append([call["node"], f"tool {call['name']}", "", "", "", f"{call['reserved']:.1f}",
+                         f"{call['charged']:.1f}", " ".join("; ".join(n for n in notes if n).split())])
+            continue
         if call["skipped"]:
             notes = ["skipped: deadline" if (call["error"] or "").startswith("deadline") else "skipped: budget"]
         else:
             notes = ["clamped"] * bool(call["clamped"]) + [call["error"] or ""]
+        if call.get("round") is not None:
+            notes.insert(0, f"round {call['round']}")
         # A server's message may hold newlines or tabs; one row stays one line.
         note = " ".join("; ".join(n for n in notes if n).split())
         rows.append(

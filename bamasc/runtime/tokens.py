@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from functools import cache
 
 from bamasc.encodings import ENCODINGS, encoding_for  # noqa: F401 (re-exported)
-from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS
+from bamasc.combinators.tools import spec_bytes
+from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS, RESULT_FRAMING, TOOL_SPEC_FRAMING, TOOLS_FRAMING
 
 OPENAI_TOKENS_PER_MESSAGE = 4
 OPENAI_REPLY_PRIMING = 3
@@ -42,7 +43,33 @@ def content_bytes(text: str) -> int:
 
 def safe_prompt_bound(messages: Iterable) -> int:
     """An upper bound on the prompt tokens of `messages` for any byte-level or byte-fallback tokenizer."""
-    return sum(content_bytes(message.content) + MESSAGE_OVERHEAD_TOKENS for message in messages)
+    return sum(message_tokens(message) for message in messages)
+
+
+def message_tokens(message) -> int:
+    """One message's share of `safe_prompt_bound`: its text and MESSAGE_OVERHEAD_TOKENS of framing.
+
+    The messages of a tool loop (runtime/tool_loop.py) are counted as its bound
+    counts them (combinators/tools.py): an assistant message that asked for
+    tools is its text and its calls' arguments, and each tool result is its
+    text and RESULT_FRAMING, which covers the result's message, its share of the
+    assistant message's framing, the call's id in both and the tool's name.
+    """
+    calls = getattr(message, "tool_calls", ())
+    if calls:
+        return content_bytes(message.content) + sum(content_bytes(call.arguments) for call in calls)
+    if getattr(message, "role", None) == "tool":
+        return content_bytes(message.content) + RESULT_FRAMING
+    return content_bytes(message.content) + MESSAGE_OVERHEAD_TOKENS
+
+
+def specs_tokens(specs) -> int:
+    """The tokens the tool specs sent with a round add to its prompt (runtime/tools.ToolSpec), as the bound counts
+    them: TOOLS_FRAMING once, and each spec's name, description and parameters with TOOL_SPEC_FRAMING; 0 for none."""
+    if not specs:
+        return 0
+    return TOOLS_FRAMING + sum(spec_bytes(spec.name, spec.description, spec.parameters) + TOOL_SPEC_FRAMING
+                               for spec in specs)
 
 
 def task_tokens(task: str, providers: Iterable) -> int:

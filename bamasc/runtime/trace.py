@@ -1,12 +1,14 @@
-"""Traces: one JSONL line per reservation, per call attempt and per task, flushed as they happen.
+"""Traces: one JSONL line per reservation, per call attempt, per tool call and per task, flushed as they happen.
 
 The trace is the ledger that survives a crash. Before an attempt starts, a
 `reserve` line records the money held for it; the attempt's `call` line,
 written when it ends, names the same reservation `id` and what was charged.
 A reservation without its call line is an attempt whose outcome nobody saw
 (the process died while it was in flight), so it counts as charged in full:
-the provider may have billed it. A task's spend is the sum over every run
-that the trace holds, and `--resume` continues a task from that sum.
+the provider may have billed it. A tool call (runtime/tool_loop.py) has a
+`tool` line, which settles the reserve line of its price when it has one. A
+task's spend is the sum over every run that the trace holds, and `--resume`
+continues a task from that sum.
 
 Each line is written whole and flushed; a line cut short by a crash is the
 last one, and is dropped before anything is appended.
@@ -23,7 +25,7 @@ from bamasc.rows import RowError, drop_torn_line, parse_line
 from bamasc.secrets import redact
 from bamasc.words import show
 
-TRACE_TYPES = ("reserve", "call", "task")
+TRACE_TYPES = ("reserve", "call", "tool", "task")
 
 
 class TraceError(ValueError):
@@ -61,6 +63,9 @@ class TraceWriter:
     def call(self, record: dict) -> None:
         self._write({"type": "call", **_redacted(record)})
 
+    def tool(self, record: dict) -> None:
+        self._write({"type": "tool", **_redacted(record)})
+
     def task(self, record: dict) -> None:
         self._write({"type": "task", **_redacted(record)})
 
@@ -87,10 +92,11 @@ class AttemptLines:
 
     def __call__(self, event: str, attempt) -> None:
         if event == "started":
-            self.ids[attempt] = self.trace.reserve(
-                {"task_id": self.task_id, "node": attempt.node.id, "model": attempt.model.name,
-                 "attempt": attempt.number, "reserved": round(attempt.reservation.amount, 6)}
-            )
+            line = {"task_id": self.task_id, "node": attempt.node.id, "model": attempt.model.name,
+                    "attempt": attempt.number, "reserved": round(attempt.reservation.amount, 6)}
+            if attempt.round is not None:
+                line["round"] = attempt.round
+            self.ids[attempt] = self.trace.reserve(line)
         else:
             self.trace.call(self.line(event, attempt))
 
@@ -118,6 +124,8 @@ class AttemptLines:
                         rates=attempt.rates.as_dict())
         if attempt.waited is not None:  # the attempt went through a rate limiter
             line["rate_wait_s"] = round(attempt.waited, 6)
+        if attempt.round is not None:  # a round of a tool loop
+            line["round"] = attempt.round
         return line
 
 
@@ -142,7 +150,7 @@ class TaskLedger:
         kind = record["type"]
         if kind == "reserve":
             self.open[record["id"]] = record
-        elif kind == "call":
+        elif kind in ("call", "tool"):
             self.charged += record["charged"]
             self.open.pop(record.get("id"), None)
         else:
@@ -243,11 +251,11 @@ def _check(record: object) -> str | None:
             return f"reserve line without an id, got {show(record.get('id'))}"
         if not _amount(record.get("reserved")):
             return f"reserve line with reserved = {show(record.get('reserved'))}, not an amount in µ$"
-    if kind == "call":
+    if kind in ("call", "tool"):
         if not _amount(record.get("charged")):
-            return f"call line with charged = {show(record.get('charged'))}, not an amount in µ$"
+            return f"{kind} line with charged = {show(record.get('charged'))}, not an amount in µ$"
         if record.get("id") is not None and not isinstance(record["id"], str):
-            return f"call line with id = {show(record['id'])}, not a reservation id"
+            return f"{kind} line with id = {show(record['id'])}, not a reservation id"
     return None
 
 

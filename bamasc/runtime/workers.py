@@ -24,14 +24,16 @@ from bamasc.runtime.batch_session import BatchOutcome, BatchSession
 from bamasc.runtime.execute import ExecOptions, Task, broken, close_providers, fewer_collections, settle_interrupted
 from bamasc.runtime.guard import guard_class
 from bamasc.runtime.interpreter import DeadlineReached, TaskResult, TaskRun
+from bamasc.runtime.tool_loop import tool_session
 
 
 class Batch:
     """What the tasks of one run share: the plans per budget, providers, trace, earlier spend and the ledger."""
 
     def __init__(self, program, system, options: ExecOptions, providers: dict, trace, ledgers: dict,
-                 ledger: BatchLedger | None, limiter: Limiter | None = None) -> None:
+                 ledger: BatchLedger | None, limiter: Limiter | None = None, tools=None) -> None:
         self.program = program
+        self.tools = tools  # the run's started ToolSet (runtime/tools.py), when its roles have tools
         self.limiter = limiter  # the rate limiter every call to a provider key waits on (runtime/limiter.py)
         self.system = system
         self.options = options
@@ -84,7 +86,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
         guard = batch.guard_class(cap, spent=earlier)
         try:
             run = TaskRun(batch.program, level.system, template, batch.providers, guard, task.id, task.text, batch.trace,
-                          batch.options.retry, batch.options.seed, batch.limiter, arrived=arrived)
+                          batch.options.retry, batch.options.seed, batch.limiter, arrived=arrived, tools=batch.tools)
             result = await run.run()
         except Exception as problem:
             # A defect outside the providers (whose failures the run records
@@ -262,10 +264,13 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
     try:
         if session.pending_count:
             providers = execute.make_providers(program, session.system.name, options, session.models)
-        batch = Batch(program, session.system, options, providers, session.trace, session.ledgers, session.ledger,
-                      session.limiter)
-        with fewer_collections():
-            await run_chunk(batch, session.pending(tasks), options.concurrency, session.note)
+        # The tools start once, before the first call, and stop however the run ends (a ToolStartError spends nothing).
+        plans = [session.system, *(level.system for level in options.budget_plans)] if session.pending_count else []
+        async with tool_session(program, plans) as tools:
+            batch = Batch(program, session.system, options, providers, session.trace, session.ledgers, session.ledger,
+                          session.limiter, tools)
+            with fewer_collections():
+                await run_chunk(batch, session.pending(tasks), options.concurrency, session.note)
     finally:
         session.close()
         await close_providers(providers)

@@ -2,7 +2,11 @@
 
 Its tokenizer is one token per UTF-8 byte plus MESSAGE_OVERHEAD_TOKENS per
 message, for prompts and replies alike, so `count_prompt_tokens` is exact for
-it and equals the safe bound the guard uses for unknown tokenizers.
+it and equals the safe bound the guard uses for unknown tokenizers. The
+messages of a tool loop and the tool specs a round is sent with count as the
+loop's bound counts them (runtime/tokens.py: `message_tokens`, `specs_tokens`),
+and a reply's tool calls count their arguments' bytes, so a tool loop's worst
+case is reached exactly. Its tool calls are runtime/providers/fake_tools.py's.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import random
 import re
 from collections import OrderedDict
 
+from bamasc.combinators.tools import output_schema_tokens
 from bamasc.runtime.providers.base import (
     ERROR_KINDS,
     GREEDY,
@@ -24,7 +29,9 @@ from bamasc.runtime.providers.base import (
     expected_branches,
     expected_seats,
 )
-from bamasc.runtime.tokens import safe_prompt_bound
+from bamasc.runtime.providers.fake_tools import plain_expect, tool_reply
+from bamasc.runtime.structured import example_answer
+from bamasc.runtime.tokens import content_bytes, safe_prompt_bound, specs_tokens
 
 MODES = ("echo", "verbose", "random")
 MAX_REMEMBERED = 1 << 14  # prompts whose sends are counted: far more than the calls in flight at once
@@ -106,7 +113,7 @@ class FakeProvider:
 
     async def complete(
         self, messages: list[Message], max_tokens: int, *, timeout: float, decoding: Decoding = GREEDY,
-        expect: str = "text",
+        expect: str = "text", tools: tuple = (), output_schema: dict | None = None,
     ) -> Completion:
         # Offline answers are deterministic whatever the sampling settings.
         if max_tokens < 1:
@@ -125,7 +132,24 @@ class FakeProvider:
         if self.fail_rate and rng.random() < self.fail_rate:
             await self._wait(self.first_token_s, timeout)
             raise _injected(self.name, rng.choice(self.fail_kinds))
-        if self.reply is not None:
+        prompt_tokens = self.count_prompt_tokens(messages) + specs_tokens(tools)
+        if output_schema is not None:  # sent as one more tool would be (runtime/structured.py)
+            prompt_tokens += output_schema_tokens(output_schema)
+        asking = tool_reply(self.mode, messages, tools, max_tokens, expect, rng) if tools and self.reply is None else None
+        if asking is not None:  # a round that asks for tools: its text and its calls' arguments are its reply
+            text, calls = asking
+            completion_tokens = content_bytes(text) + sum(content_bytes(call.arguments) for call in calls)
+            await self._wait(self.first_token_s + self.per_output_token_s * completion_tokens, timeout)
+            return Completion(text, prompt_tokens, completion_tokens, "tool_calls", tool_calls=calls)
+        # What the caller asked is in its own messages (a tool loop's answers to tool calls come after them).
+        expect = plain_expect(expect)
+        messages = [message for message in messages if message.role in ("system", "user")] or messages
+        held = None if output_schema is None or self.reply is not None else example_answer(
+            output_schema, max_tokens if self.mode == "verbose" else rng.randint(0, max_tokens) if self.mode == "random"
+            else 0)
+        if held is not None:  # a reply held to the role's output schema, at its full cap in verbose mode
+            text = held
+        elif self.reply is not None:
             text = self.reply
         elif self.mode == "verbose":
             text = worst_case_reply(messages, max_tokens, expect)
@@ -137,15 +161,15 @@ class FakeProvider:
         truncated = len(encoded) > max_tokens
         if truncated:
             text = encoded[:max_tokens].decode("utf-8", "ignore")
-        if self.mode == "verbose":
+        if self.mode == "verbose" and held is None:  # a held reply is padded already, with the spaces JSON allows
             text = _pad(text, max_tokens)
-        elif self.mode == "random" and self.reply is None:
+        elif self.mode == "random" and self.reply is None and held is None:
             used = len(text.encode("utf-8"))
             text = _pad(text, rng.randint(used, max_tokens)) if used < max_tokens else text
         completion_tokens = len(text.encode("utf-8", "surrogatepass"))
         finish_reason = "length" if truncated or self.mode == "verbose" else "stop"
         await self._wait(self.first_token_s + self.per_output_token_s * completion_tokens, timeout)
-        return Completion(text, self.count_prompt_tokens(messages), completion_tokens, finish_reason)
+        return Completion(text, prompt_tokens, completion_tokens, finish_reason)
 
     async def _wait(self, seconds: float, timeout: float) -> None:
         """Take `seconds` to answer, or fail as a timeout after `timeout` if that is not longer."""
