@@ -194,6 +194,10 @@ def _extras(args, plan, program) -> list:
     if tools:
         servers = [tool.name for tool in tools if tool.kind == "mcp"]
         needs.append((EXTRAS["mcp"], f"tool {servers[0]} (an MCP server)" if servers else f"tool {tools[0].name}"))
+    else:  # jsonschema checks every answer of a role with a structured output
+        held = sorted({node.role for template in system.templates for node in template.nodes
+                       if getattr(program.roles.get(node.role), "output_schema", None) is not None})
+        needs += [(EXTRAS["mcp"], f"role {held[0]}'s structured output")] if held else []
     models = {seat.model for template in system.templates if template.feasible for seat in template.binding}
     offline = bool(args.dry_run or args.fake or (args.cassette and not args.record))
     return needs + inputs.run_extras(program, models, offline)

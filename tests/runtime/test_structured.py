@@ -355,3 +355,26 @@ system s {
     assert code != 0
     assert "BAM609" in err and "model 'local' as role 'Support'" in err and "cannot call tools" in err
     assert not trace.exists() or trace.read_text() == ""
+
+
+def test_exec_names_the_extra_a_structured_output_needs_before_any_call(tmp_path, capsys, monkeypatch):
+    import importlib.util
+    import sys
+
+    from bamasc.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args, **kw: None if name.split(".")[0] == "jsonschema" else real(name, *args, **kw))
+    monkeypatch.setitem(sys.modules, "jsonschema", None)
+    path = tmp_path / "classify.bam"
+    path.write_text(source("fake", "http://127.0.0.1:9").replace('  base_url = "http://127.0.0.1:9"\n', "")
+                    .replace('  api_key  = env("BAMASC_TEST_KEY")\n', ""))
+    trace = tmp_path / "trace.jsonl"
+    assert main(["exec", str(path), "--task", "charged twice", "--trace", str(trace)]) == 1
+    err = capsys.readouterr().err
+    assert "role Classifier's structured output needs the mcp extra (jsonschema not installed)" in err
+    assert not trace.exists() or trace.read_text() == ""
+    monkeypatch.undo()
+    assert main(["exec", str(path), "--task", "charged twice"]) == 0
+    assert 'answer: {"intent":"billing"}' in capsys.readouterr().out
