@@ -373,3 +373,75 @@ def test_anthropic_forced_answer_missing_leaves_text_for_the_check(anthropic_ser
     with pytest.raises(ProviderError) as caught:
         check_output(SCHEMA, completion.text)
     assert caught.value.kind == "malformed" and "not JSON" in caught.value.message
+
+
+# ---------------------------------------------------------------- a whole tool loop through exec
+
+
+LOOP_SOURCE = """
+tool lookup_order {{
+  python      = "shop:lookup"
+  description = "Look up an order by its id"
+  parameters  = \"\"\"{{"type": "object", "properties": {{"order_id": {{"type": "string"}}}}, "required": ["order_id"]}}\"\"\"
+  max_result  = 60 tokens
+  timeout     = 5 s
+}}
+model remote {{
+  provider = {flavor}
+  name     = "{model}"
+  base_url = "{base_url}"
+  api_key  = env("BAMASC_TEST_KEY")
+  price    {{ input = 0.5  output = 2.0 }}
+  tier     = 1
+}}
+role Support {{
+  tools           = [lookup_order]
+  max_tool_rounds = 2
+  max_output      = 64
+  prompt          = "Answer the customer: {{{{task}}}}"
+}}
+topology single {{
+  slot support : Support [1..1]
+  flow {{ answer support(task) }}
+}}
+system s {{
+  models     = [remote]
+  topologies = [single]
+  budget     = 20000
+}}
+"""
+
+
+def test_exec_runs_a_tool_loop_through_each_protocol(endpoint, tmp_path, monkeypatch, capsys):
+    from bamasc.cli import main
+
+    flavor, server, _ = endpoint
+    monkeypatch.setenv("BAMASC_TEST_KEY", SECRET)
+    (tmp_path / "shop.py").write_text("def lookup(order_id: str) -> str:\n    return f'order {order_id} shipped Monday'\n")
+    path = tmp_path / "loop.bam"
+    path.write_text(LOOP_SOURCE.format(flavor=flavor, base_url=server.base_url,
+                                       model="gpt-4o-mini" if flavor == "openai" else "claude-haiku-4-5"))
+    server.script(raw(tool_reply(flavor, [("call_7", "lookup_order", {"order_id": "A1"})])))  # then a plain answer
+    trace = tmp_path / "trace.jsonl"
+    assert main(["exec", str(path), "--task", "Where is A1?", "--trace", str(trace)]) == 0, capsys.readouterr().err
+    assert "Hello from the test server." in capsys.readouterr().out
+    first, second = (request.body for request in server.requests)
+    assert [tool.get("name") or tool["function"]["name"] for tool in first["tools"]] == ["lookup_order"]
+    if flavor == "openai":
+        assert second["messages"][-2:] == [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_7", "type": "function", "function": {"name": "lookup_order", "arguments": '{"order_id": "A1"}'}}]},
+            {"role": "tool", "tool_call_id": "call_7", "content": "order A1 shipped Monday"},
+        ]
+    else:
+        assert second["messages"][-2:] == [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "call_7", "name": "lookup_order", "input": {"order_id": "A1"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_7", "content": "order A1 shipped Monday"}]},
+        ]
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    (tool,) = [line for line in lines if line["type"] == "tool"]
+    assert tool["name"] == "lookup_order" and tool["error"] is None and tool["round"] == 0
+    (task,) = [line for line in lines if line["type"] == "task"]
+    assert task["status"] == "ok" and task["cost"] <= task["bound"]
