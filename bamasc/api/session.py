@@ -98,7 +98,7 @@ class Session:
                 raise
         try:
             with translated_errors():
-                tools = await self._tools.enter_async_context(tool_session(self._program, [self._system]))
+                tools = await self._tools.enter_async_context(untyped(tool_session)(self._program, [self._system]))
         except BaseException:
             recorder.close()
             await close_providers(providers)
