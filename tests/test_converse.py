@@ -329,7 +329,7 @@ def random_conversation(rng: random.Random, reader: bool = True) -> str:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_binding_a_conversation_equals_brute_force(tmp_path, monkeypatch, seed):
+def test_binding_a_conversation_equals_brute_force(tmp_path, seed):
     source = random_conversation(random.Random(seed))
     program = load(tmp_path, source)
     system = program.systems["s"]
@@ -342,7 +342,7 @@ def test_binding_a_conversation_equals_brute_force(tmp_path, monkeypatch, seed):
     # missing seats: the statement keeps one unroll per count vector ("rotating").
     if len(statement.units) > 1 or any(len(r) > 1 for r in ranges):
         assert not statement.padded or all(len(ranges[s]) == 1 for s in statement.slots)
-    assert_binds_like_brute_force(program, source, monkeypatch)
+    assert_binds_like_brute_force(program, source)
 
 
 # ---------------------------------------------------------------- runs
