@@ -26,6 +26,10 @@ from bamasc.serve.requests import Problem
 
 REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 FILES_SPARE = 64  # open files kept for the trace, the listening socket, logs and imports, beyond the connections
+# Open files per connection held. asyncio accepts a backlog of sockets on each turn of its loop, builds their
+# transports on the next, calls `connection_made` (which refuses one past the cap) on the one after, and closes
+# the socket on the next again: beside those held, up to three backlogs (as many again, each) are being refused.
+FILES_PER_CONNECTION = 4
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bamasc.serve.app import Limits, build_app
-from bamasc.serve.connections import FILES_SPARE, ConnectionLimits, limited_protocol, open_files_allowed
+from bamasc.serve.connections import FILES_PER_CONNECTION, FILES_SPARE, ConnectionLimits, limited_protocol, open_files_allowed
 
 # Connections and requests uvicorn takes, as a multiple of the requests the app serves at once (the app answers
 # 429 beyond those; uvicorn 503 beyond these): idle connections hold a little memory each.
@@ -66,8 +66,8 @@ async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, li
 
 def connection_cap(wanted: int) -> int:
     """The connections the server may hold: `wanted`, or fewer where the open-files limit cannot be raised so far.
-    Beside those held, asyncio may have accepted two backlogs (as many again, each) that are being refused."""
-    allowed = (open_files_allowed(3 * wanted + FILES_SPARE) - FILES_SPARE) // 3
+    Beside those held, asyncio may have accepted three backlogs (as many again, each) that are being refused."""
+    allowed = (open_files_allowed(FILES_PER_CONNECTION * wanted + FILES_SPARE) - FILES_SPARE) // FILES_PER_CONNECTION
     if allowed < wanted:
         say(f"warning: the open-files limit (ulimit -n) allows {max(allowed, 1)} connections, not {wanted}")
     return max(1, min(wanted, allowed))
