@@ -17,6 +17,8 @@ MAX_BUDGET = 1e12
 MAX_TOKENS = 10_000_000
 # Seats, for min_agents: more than any template that binds in reasonable time can seat.
 MAX_MIN_AGENTS = 10_000
+# Task length classes of a system (`task_tokens = [...]`): the compiler binds every template once per class.
+MAX_LENGTH_CLASSES = 16
 # Tier levels: 1 is the strongest; pools use a handful.
 MAX_TIER = 1_000
 # Quality weights: 1.0 is the default; the solver compares totals to within 1e-7.

@@ -205,6 +205,13 @@ class System:
     reward: RewardConstants = DEFAULT_REWARD  # constants for training a policy (the `reward` block)
     deadline: float | None = None  # seconds per task; None: no deadline
     budget_check: str = "before"  # BUDGET_CHECKS; "after" or "none" only where the system says so
+    # `task_tokens = [256, 1024, 4096]`: every length class, ascending; `task_tokens` is the first. () for one.
+    length_classes: tuple[int, ...] = ()
+
+    @property
+    def classes(self) -> tuple[int, ...]:
+        """The task lengths (tokens) the compiler binds each template for, ascending."""
+        return self.length_classes or (self.task_tokens,)
 
     def checkpoint_path(self) -> str | None:
         """The file `select = policy("PATH")` names, relative to the file that declares the system."""

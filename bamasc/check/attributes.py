@@ -143,8 +143,34 @@ class Attributes:
     def token_count(self, name: str, required: str | None = None) -> int | None:
         """A positive integer number of tokens, with no unit or the unit `tokens`."""
         number = self.number(name, required)
-        if number is None:
+        return None if number is None else self.tokens_of(name, number)
+
+    def token_counts(self, name: str) -> tuple[int, ...] | None:
+        """One token count, or a list of them (`[256, 1024]`): each valid one, in ascending order and once;
+        None when the attribute is absent or names none."""
+        value = self.value(name)
+        if value is None:
             return None
+        if isinstance(value, ast.ListValue):
+            if not value.items:
+                self.diagnostics.append(error("BAM108", f"'{name}' must list token counts, such as [256, 1024]",
+                                              value.span))
+                return None
+            counts = []
+            for item in value.items:
+                if not isinstance(item, ast.Number):
+                    self.diagnostics.append(error("BAM108", f"each of '{name}' must be a token count", item.span))
+                elif (count := self.tokens_of(name, item)) is not None:
+                    counts.append(count)
+            return tuple(sorted(set(counts))) or None
+        if not isinstance(value, ast.Number):
+            self._wrong(name, value, "a token count or a list of them")
+            return None
+        count = self.tokens_of(name, value)
+        return None if count is None else (count,)
+
+    def tokens_of(self, name: str, number: ast.Number) -> int | None:
+        """`number` as a positive whole number of tokens, or None with a diagnostic."""
         if number.unit not in (None, "tokens"):
             self.diagnostics.append(
                 error("BAM208", f"'{name}' is a token count and takes no unit, not {number.unit}", number.span)

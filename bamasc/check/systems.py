@@ -16,7 +16,7 @@ from bamasc.program import (
     System,
 )
 from bamasc.diagnostics import Diagnostic, error
-from bamasc.limits import MAX_BUDGET, MAX_MIN_AGENTS, MAX_REWARD, written
+from bamasc.limits import MAX_BUDGET, MAX_LENGTH_CLASSES, MAX_MIN_AGENTS, MAX_REWARD, written
 from bamasc.records import as_dict
 from bamasc.source import Span
 from bamasc.syntax import ast
@@ -50,13 +50,15 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
     budget_value = attrs.value("budget", "budget = 1625")
     budget = _money("budget", budget_value, diagnostics) if budget_value is not None else None
     listed = _budgets(attrs, diagnostics)
+    classes = _length_classes(attrs, diagnostics)
     return System(
         name=decl.name,
         models=tuple(name for name, _ in models),
         topologies=tuple(name for name, _ in topologies),
         budget=budget,
         budgets=tuple(amount for amount, _ in listed),
-        task_tokens=attrs.token_count("task_tokens") or DEFAULT_TASK_TOKENS,
+        task_tokens=classes[0] if classes else DEFAULT_TASK_TOKENS,
+        length_classes=classes if len(classes) > 1 else (),
         min_agents=_min_agents(attrs, diagnostics),
         answer=attrs.choice("answer", ANSWER_KINDS, "text"),
         select=_selection(attrs, diagnostics),
@@ -127,6 +129,17 @@ def _budgets(attrs: Attributes, diagnostics) -> tuple[tuple[float, Span], ...]:
         return ()
     amounts = ((_money("each budget", item, diagnostics), item.span) for item in value.items)
     return tuple((amount, span) for amount, span in amounts if amount is not None)
+
+
+def _length_classes(attrs: Attributes, diagnostics) -> tuple[int, ...]:
+    """`task_tokens`: one length or a list of length classes, ascending; () when absent or invalid."""
+    classes = attrs.token_counts("task_tokens") or ()
+    if len(classes) > MAX_LENGTH_CLASSES:
+        diagnostics.append(error("BAM210", f"task_tokens lists {len(classes)} length classes, above the limit of "
+                                 f"{MAX_LENGTH_CLASSES} (each binds every template once more)",
+                                 attrs.span_of("task_tokens"), hint=LIMITS_HINT))
+        return classes[:MAX_LENGTH_CLASSES]
+    return classes
 
 
 def _min_agents(attrs: Attributes, diagnostics) -> int:

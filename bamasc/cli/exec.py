@@ -198,6 +198,7 @@ def _extras(args, plan, program) -> list:
         held = sorted({node.role for template in system.templates for node in template.nodes
                        if getattr(program.roles.get(node.role), "output_schema", None) is not None})
         needs += [(EXTRAS["mcp"], f"role {held[0]}'s structured output")] if held else []
-    models = {seat.model for template in system.templates if template.feasible for seat in template.binding}
+    models = {seat.model for template in system.templates for bound in system.bindings(template.name)
+              if bound.feasible for seat in bound.binding}
     offline = bool(args.dry_run or args.fake or (args.cassette and not args.record))
     return needs + inputs.run_extras(program, models, offline)

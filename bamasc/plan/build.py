@@ -10,6 +10,7 @@ from bamasc.program import Program
 from bamasc.optimize.bind import TemplateBinding, select_template
 from bamasc.plan.schema import (
     SCHEMA_VERSION,
+    LengthClassPlan,
     Plan,
     PlanNode,
     PlanSeat,
@@ -33,10 +34,12 @@ def source_label(path: str, plan_dir: str) -> str:
 
 
 def build_plan(
-    program: Program, bindings: dict[str, list[TemplateBinding]], plan_dir: str, method: str = "lexicographic"
+    program: Program, bindings: dict[str, list[TemplateBinding]], plan_dir: str, method: str = "lexicographic",
+    length_bindings: dict[str, list[tuple[int, list[TemplateBinding]]]] | None = None,
 ) -> Plan:
     """`plan_dir` is where the plan will be written: source paths are recorded relative to it.
-    `method` is the one the seats were bound with; loading the plan binds them again with it."""
+    `method` is the one the seats were bound with; loading the plan binds them again with it.
+    `length_bindings`: per system, each length class after its first and its bindings."""
     sources = tuple(
         {"path": source_label(path, plan_dir), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
         for path, text in program.source_texts.items()
@@ -55,7 +58,8 @@ def build_plan(
         }
         for name in used
     }
-    systems = tuple(_system_plan(program, name, found) for name, found in bindings.items())
+    longer = length_bindings or {}
+    systems = tuple(_system_plan(program, name, found, longer.get(name, ())) for name, found in bindings.items())
     root = source_label(program.root_files[0], plan_dir)
     settings = compiled_with(program, bindings, method)
     return Plan(SCHEMA_VERSION, __version__, sources_sha256(sources), root, settings, sources, prices, systems)
@@ -89,7 +93,7 @@ def compiled_with(program: Program, bindings: dict[str, list[TemplateBinding]], 
     return {"system": system, "budget": budget, "method": method}
 
 
-def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> SystemPlan:
+def _system_plan(program: Program, name: str, found: list[TemplateBinding], longer=()) -> SystemPlan:
     system = program.systems[name]
     rule = system.select.kind
     selected = select_template(found, "strongest" if rule == "policy" else rule)
@@ -109,6 +113,9 @@ def _system_plan(program: Program, name: str, found: list[TemplateBinding]) -> S
             "policy_sha256": _checkpoint_sha256(system),
         },
         templates=tuple(template_plan(b, program) for b in found),
+        length_classes=tuple(
+            LengthClassPlan(tokens, tuple(template_plan(b, program) for b in bound)) for tokens, bound in longer
+        ) or None,
     )
 
 

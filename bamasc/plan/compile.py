@@ -23,6 +23,8 @@ class Compiled:
         self.program = None
         self.plan = None
         self.bindings: dict[str, list] = {}
+        # Per system, for each length class after its first (`task_tokens = [...]`): (tokens, bindings).
+        self.length_bindings: dict[str, list[tuple[int, list]]] = {}
         self.diagnostics: list[Diagnostic] = []
         self.sources = Sources()
 
@@ -87,8 +89,6 @@ def bind_checked(
     plan_dir: str | None = None,
 ) -> Compiled:
     """`compile_file` on a program already checked free of errors, its `diagnostics` so far carried into the result."""
-    from bamasc.optimize.bind import BindingError
-    from bamasc.optimize.errors import SolverError
     from bamasc.plan.build import build_plan
 
     result = Compiled()
@@ -101,35 +101,61 @@ def bind_checked(
             raise CompileError(f"system '{name}' has no budget; give one in the file or with --budget")
         if not limit <= MAX_BUDGET:  # NaN too
             raise CompileError(f"a budget of {limit:g} µ$ is above the limit of {written(MAX_BUDGET)} µ$ per task")
-        found = []
-        binder = _binder(method)
-        for template in declared.topologies:
-            span = program.topologies[template].span
-            try:
-                found.append(binder(program, declared, template, limit, method))
-            except BindingError as problem:
-                result.diagnostics.append(error("BAM503", str(problem), span))
-            except SolverError as problem:
-                # The limits keep every number in range, so this is the solver's own failure: reported, not raised.
-                result.diagnostics.append(
-                    error(
-                        "BAM504",
-                        f"the solver could not bind template '{template}': {problem}",
-                        span,
-                        hint="try --method lexicographic" if method == "weights" else None,
-                    )
-                )
+        found, problems = _bind_all(program, declared, limit, method)
+        result.diagnostics.extend(problems)
         found, late = _within_deadline(program, declared, found)
         result.bindings[name] = found
         result.diagnostics.extend(late)
+        if not problems:
+            result.length_bindings[name] = _longer_classes(program, declared, limit, method)
         given = budget is not None and budget != declared.budget
         result.diagnostics.extend(_feasibility(declared, found, limit, given))
         if method == "paper":
             result.diagnostics.extend(_paper_over_budget(declared, found, limit, given))
     if has_errors(result.diagnostics):
         return result
-    result.plan = build_plan(program, result.bindings, plan_dir or os.getcwd(), method)
+    result.plan = build_plan(program, result.bindings, plan_dir or os.getcwd(), method, result.length_bindings)
     return result
+
+
+def _bind_all(program, system, budget: float, method: str) -> tuple[list, list[Diagnostic]]:
+    """Every template of `system` bound under `budget`, and a diagnostic for each the binder could not bind."""
+    from bamasc.optimize.bind import BindingError
+    from bamasc.optimize.errors import SolverError
+
+    found, diagnostics = [], []
+    binder = _binder(method)
+    for template in system.topologies:
+        span = program.topologies[template].span
+        try:
+            found.append(binder(program, system, template, budget, method))
+        except BindingError as problem:
+            diagnostics.append(error("BAM503", str(problem), span))
+        except SolverError as problem:
+            # The limits keep every number in range, so this is the solver's own failure: reported, not raised.
+            diagnostics.append(
+                error(
+                    "BAM504",
+                    f"the solver could not bind template '{template}': {problem}",
+                    span,
+                    hint="try --method lexicographic" if method == "weights" else None,
+                )
+            )
+    return found, diagnostics
+
+
+def _longer_classes(program, system, budget: float, method: str) -> list[tuple[int, list]]:
+    """(tokens, bindings) for each length class after the system's first: every template bound again as if
+    the task were that long. A template with no binding there is infeasible in that class only: a task that
+    long takes another class's binding if one fits at its length, or ends `too_long` (plan/lengths.py)."""
+    from bamasc.records import replace
+
+    classes = []
+    for tokens in system.classes[1:]:
+        longer = replace(system, task_tokens=tokens, length_classes=())
+        found, _ = _bind_all(program, longer, budget, method)  # the first class bound every template
+        classes.append((tokens, _within_deadline(program, longer, found)[0]))
+    return classes
 
 
 def _binder(method: str):

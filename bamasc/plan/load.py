@@ -256,7 +256,7 @@ def verify_plan(plan: Plan, program) -> None:
     from bamasc.ir.unroll import unroll
 
     for system in plan.systems:
-        for template in system.templates:
+        for tokens, template in _bound_templates(system):
             if not template.feasible:
                 continue
             expected = unroll(program.topologies[template.name], template.counts).calls
@@ -266,7 +266,7 @@ def verify_plan(plan: Plan, program) -> None:
                 )
             try:
                 trusted = {call.id: call for call in expected}
-                total = verified_cost(template.graph(), program.roles, program.models, system.task_tokens, trusted)
+                total = verified_cost(template.graph(), program.roles, program.models, tokens, trusted)
             except ValueError as problem:
                 raise PlanVerificationError(f"system '{system.name}', template '{template.name}': {problem}") from None
             if abs(total - template.worst_case_cost) > 1e-6 * max(1.0, total):
@@ -281,6 +281,13 @@ def verify_plan(plan: Plan, program) -> None:
                     f"exceeds the budget of {system.budget:g} µ$"
                 )
             _verify_latency(system, template, program)
+
+
+def _bound_templates(system):
+    """(task tokens, template) for every template of every length class of `system`."""
+    classes = [(system.task_tokens, system.templates)]
+    classes += [(c.task_tokens, c.templates) for c in system.length_classes or ()]
+    return [(tokens, template) for tokens, templates in classes for template in templates]
 
 
 def _verify_latency(system, template, program) -> None:

@@ -49,11 +49,23 @@ def compile_table(plan: Plan) -> str:
                 share = "-"
             mark = "*" if template.name == selection["selected"] else ""
             rows.append([template.name + mark, "yes" if template.feasible else "no", cost, share, binding_text(template)])
+        classes = f", tasks up to {system.task_tokens} tokens" if system.length_classes else ""
         blocks.append(
-            f"system {system.name}: budget {system.budget:g} µ$ per task, select = {rule} -> {chosen}\n"
+            f"system {system.name}: budget {system.budget:g} µ$ per task{classes}, select = {rule} -> {chosen}\n"
             + text_table(["template", "feasible", "worst case µ$", "of budget", "binding"], rows)
         )
+        blocks += [_length_class_table(system, length) for length in system.length_classes or ()]
     return "\n\n".join(blocks) + "\n(* selected; worst case = proven bound on every call the template may make)"
+
+
+def _length_class_table(system: SystemPlan, length) -> str:
+    """A length class after the system's first: each template's binding for tasks that long."""
+    rows = [[template.name, f"{template.worst_case_cost:.1f}", binding_text(template)]
+            for template in length.templates if template.feasible]
+    if not rows:
+        return f"  tasks up to {length.task_tokens} tokens: no template has a binding within {system.budget:g} µ$"
+    return (f"  tasks up to {length.task_tokens} tokens:\n"
+            + text_table(["template", "worst case µ$", "binding"], rows))
 
 
 # ---------------------------------------------------------------- graphs

@@ -99,6 +99,20 @@ class TemplatePlan:
 
 
 @record
+class LengthClassPlan:
+    """A length class after a system's first (`task_tokens = [...]`): its templates bound for tasks this long."""
+
+    task_tokens: int
+    templates: tuple[TemplatePlan, ...]
+
+    def template(self, name: str) -> TemplatePlan:
+        for template in self.templates:
+            if template.name == name:
+                return template
+        raise KeyError(name)
+
+
+@record
 class SystemPlan:
     name: str
     budget: float
@@ -109,12 +123,19 @@ class SystemPlan:
     deadline_s: float | None  # seconds per task; None: no deadline
     selection: dict  # {"rule": ..., "selected": name or None, "policy": path or None}
     templates: tuple[TemplatePlan, ...]
+    # Each length class after the first (`task_tokens`), ascending; None for a system of one length.
+    length_classes: tuple[LengthClassPlan, ...] | None = None
+    omitted_when_none = ("length_classes",)
 
     def template(self, name: str) -> TemplatePlan:
         for template in self.templates:
             if template.name == name:
                 return template
         raise KeyError(name)
+
+    def bindings(self, name: str) -> list[TemplatePlan]:
+        """Template `name` in every length class, the first class's first."""
+        return [t for c in (self, *(self.length_classes or ())) for t in c.templates if t.name == name]
 
 
 @record

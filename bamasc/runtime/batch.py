@@ -216,16 +216,15 @@ class BatchTotals:
         self.skipped_budget = 0  # tasks whose own budget earlier runs had spent (not run, not counted above)
         self.interrupted = 0  # tasks whose process died with them in flight (a Ray runner): --resume runs them
         self.allocated: Counter = Counter()  # per-task budget -> tasks run at it
-        self.longer_than_assumed = 0  # tasks longer than the `task_tokens` their bound assumed
-        self.longest_task_tokens = 0  # the longest of those, in tokens
-        self.assumed_task_tokens: int | None = None  # the system's `task_tokens`
+        self.too_long = 0  # tasks no binding fits at their length (not run, not counted above)
+        self.classes: Counter = Counter()  # length class (task_tokens) -> tasks run in it
         self.worst_cost = 0.0
         self.worst_bound: float | None = None
 
     @property
     def skipped(self) -> int:
         """Tasks that did not start: a later --resume with more room runs them."""
-        return self.skipped_total + self.skipped_budget
+        return self.skipped_total + self.skipped_budget + self.too_long
 
     @property
     def ended(self) -> int:
@@ -243,14 +242,15 @@ class BatchTotals:
         if result.status == "interrupted":
             self.interrupted += 1
             return
+        if result.status == "too_long":
+            self.too_long += 1
+            return
         self.tasks += 1
         self.statuses[result.status] += 1
         self.costs.add(result.cost)
         self.overran += bool(result.overran)
-        if getattr(result, "longer_than_assumed", False):  # a stand-in result may carry no length
-            self.longer_than_assumed += 1
-            self.longest_task_tokens = max(self.longest_task_tokens, result.task_tokens)
-            self.assumed_task_tokens = result.assumed_task_tokens
+        if getattr(result, "length_class", None) is not None:  # a stand-in result may carry no length
+            self.classes[result.length_class] += 1
         self.allocated[result.budget] += 1
         self.worst_cost = max(self.worst_cost, result.cost)
         if result.bound is not None:

@@ -146,10 +146,12 @@ def run_models(system, options: ExecOptions, by_policy: bool) -> set[str]:
             names = [plan.selection["selected"]]
         for name in names:
             try:
-                template = plan.template(name)
+                plan.template(name)
             except KeyError:
                 if plan is system:
                     raise
                 continue
-            models.update(seat.model for seat in template.binding if template.feasible)
+            # A task runs its template's binding of the length class that fits it (plan/lengths.py).
+            models.update(seat.model for template in plan.bindings(name) if template.feasible
+                          for seat in template.binding)
     return models

@@ -65,6 +65,7 @@ class TaskRun:
         limiter=None,  # a runtime.limiter.RateLimiter, or anything with its interface
         arrived: float | None = None,  # when the task began to wait for its turn (time.perf_counter), if before run()
         tools=None,  # the run's started runtime.tools.ToolSet, for calls whose roles have tools
+        length: tuple[int, int] | None = None,  # (the task's tokens, its length class) when already fitted
     ):
         self.program = program
         self.system = system
@@ -90,12 +91,17 @@ class TaskRun:
         self.clock = DeadlineGuard(getattr(system, "deadline_s", None), self.retry.timeout)
         self.arrived = arrived
         self.tools = tools
+        self.length = length
 
     # ------------------------------------------------------------ the task
 
     async def run(self) -> TaskResult:
         status, error, result, exhausted = "ok", None, None, None
-        length = task_tokens(self.task, [self.providers[name] for name in self._models() if name in self.providers])
+        if self.length is not None:
+            length, length_class = self.length
+        else:
+            models = [self.providers[name] for name in self._models() if name in self.providers]
+            length, length_class = task_tokens(self.task, models), self.system.task_tokens
         self.clock.start(self.arrived)  # time spent waiting for room in a batch's total counts against the deadline
         try:
             result = await self.drive(walk(self.topology, self.counts))
@@ -128,7 +134,8 @@ class TaskRun:
             deadline_s=self.clock.deadline,
             latency_bound_s=getattr(self.template, "worst_case_latency_s", None),
             task_tokens=length,
-            assumed_task_tokens=self.system.task_tokens,
+            assumed_task_tokens=length_class,
+            length_class=length_class,
         )
 
     def _models(self) -> list[str]:

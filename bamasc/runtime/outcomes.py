@@ -32,11 +32,14 @@ class TaskResult:
     deadline_s: float | None = None
     latency_bound_s: float | None = None  # the template's proven worst-case latency
     task_tokens: int | None = None  # the task's length in tokens (runtime/tokens.py: task_tokens)
-    assumed_task_tokens: int | None = None  # the system's `task_tokens`, which the bound assumed
+    assumed_task_tokens: int | None = None  # the `task_tokens` of the length class whose binding ran
+    length_class: int | None = None  # the same: the class whose binding ran (None: the task did not start)
+    fits_up_to: int | None = None  # `too_long`: the longest task a binding fits at its budget
 
     @property
     def longer_than_assumed(self) -> bool:
-        """The task is longer than the bound assumed: its cost may pass `bound` (never the budget)."""
+        """The task is longer than the length class whose binding ran. Run by `workers.run_one`, its `bound`
+        is the binding's bound at the task's own length (plan/lengths.py), so the cost never passes it."""
         return self.task_tokens is not None and self.assumed_task_tokens is not None and (
             self.task_tokens > self.assumed_task_tokens
         )

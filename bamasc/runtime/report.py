@@ -64,10 +64,8 @@ def task_report(result, template, calls: list[dict]) -> str:
     if result.deadline_s is not None:
         lines.append(f"took: {result.elapsed_s:.3f} s (bound {result.latency_bound_s:.3f}, deadline {result.deadline_s:g})")
     if result.longer_than_assumed:
-        lines.append(
-            f"warning: the task is {result.task_tokens} tokens, longer than the {result.assumed_task_tokens} "
-            "(task_tokens) the bound assumed: the bound holds only for tasks up to that length; the budget guard was unaffected"
-        )
+        lines.append(f"note: the task is {result.task_tokens} tokens, longer than its length class "
+                     f"({result.length_class} tokens): its bound is taken at its own length")
     lines.append(f"answer: {result.answer}")
     return "\n".join(lines)
 
@@ -94,12 +92,12 @@ def dataset_report(totals, summary, skipped: int) -> str:
             f"cost µ$: mean {costs.mean:.1f}, p95 {costs.percentile(0.95):.1f}, max {costs.largest:.1f}; "
             f"over budget: {totals.overran}",
         ]
-    if totals.longer_than_assumed:
-        lines.append(
-            f"warning: {counted(totals.longer_than_assumed, 'task')} longer than the {totals.assumed_task_tokens} "
-            f"tokens (task_tokens) the bound assumed, the longest {totals.longest_task_tokens}: "
-            "the bound holds only for tasks up to that length; the budget guard was unaffected"
-        )
+    if totals.too_long:
+        lines.append(f"too long for the budget at any length class: {totals.too_long} "
+                     "(each task line says the longest task that fits)")
+    if len(totals.classes) > 1:
+        lines.append("length classes: " + ", ".join(f"{tokens} tokens: {counted(n, 'task')}"
+                                                    for tokens, n in sorted(totals.classes.items())))
     if totals.deadlined:
         times = totals.times
         lines.append(

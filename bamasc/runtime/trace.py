@@ -166,7 +166,7 @@ class TaskLedger:
 
 # Task statuses that `--resume` runs again: a provider kept failing, the batch's total or the task's own budget
 # had no room for it to start, or the process running it died with it in flight.
-RERUN_STATUSES = ("error", "skipped_total", "skipped_budget", "interrupted")
+RERUN_STATUSES = ("error", "skipped_total", "skipped_budget", "too_long", "interrupted")
 
 
 def read_ledgers(path: str | None) -> dict[str, TaskLedger]:

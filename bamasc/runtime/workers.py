@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from bamasc.plan.lengths import LengthFit, TooLong
 from bamasc.records import record
 from bamasc.runtime.admission import ShortOfTotal, TaskHold, TotalLink
 from bamasc.runtime.batch import BatchLedger, BudgetLevel, Limiter, budget_levels
@@ -24,6 +25,7 @@ from bamasc.runtime.batch_session import BatchOutcome, BatchSession
 from bamasc.runtime.execute import ExecOptions, Task, broken, close_providers, fewer_collections, settle_interrupted
 from bamasc.runtime.guard import guard_class
 from bamasc.runtime.interpreter import DeadlineReached, TaskResult, TaskRun
+from bamasc.runtime.tokens import task_tokens
 from bamasc.runtime.tool_loop import tool_session
 
 
@@ -47,9 +49,14 @@ class Batch:
         # Every per-task budget a task may run at, largest first.
         self.levels = budget_levels(system, options.selector, options.budget_plans)
         self.main = next(level for level in self.levels if level.system is system)
+        self.lengths: dict[int, LengthFit] = {}  # by id of each level's system plan
 
-    def template_at(self, level: BudgetLevel, task: Task, chosen: str | None):
-        """The template `task` runs at a budget level, or None when it has no binding there."""
+    def length_of(self, task: Task) -> int:
+        """The task's length in tokens: the most any of the run's providers counts (runtime/tokens.py)."""
+        return task_tokens(task.text, self.providers.values())
+
+    def template_at(self, level: BudgetLevel, task: Task, chosen: str | None, length: int):
+        """What `task`, `length` tokens long, runs at a budget level: see `fit`."""
         plan = level.system
         if self.options.template is not None:
             name = self.options.template
@@ -59,8 +66,17 @@ class Batch:
             (name,) = level.selector([task.text])
         else:
             name = plan.selection["selected"]
-        template = plan.template(name) if name else None
-        return template if template is not None and template.feasible else None
+        return self.fit(level, name, length)
+
+    def fit(self, level: BudgetLevel, name: str | None, length: int):
+        """Template `name`'s binding a task `length` tokens long runs at a budget level (plan/lengths.py):
+        Fitted, TooLong, or None when the template has no binding there."""
+        return self._lengths(level.system).fit(name, length, level.budget) if name else None
+
+    def _lengths(self, plan) -> LengthFit:
+        if id(plan) not in self.lengths:
+            self.lengths[id(plan)] = LengthFit(self.program, plan)
+        return self.lengths[id(plan)]
 
 
 async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskResult:
@@ -68,25 +84,30 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     earlier = settle_interrupted(batch.trace, task.id, batch.ledgers.pop(task.id, None))
     system = batch.system
     arrived = time.perf_counter()  # the task's deadline counts from here: the total's waiting room is part of its time
+    length = batch.length_of(task)
     if batch.ledger is None:
         level, cap, held, why = batch.main, system.budget, None, None
-        template = system.template(chosen or batch.options.template or system.selection["selected"])
+        fitted = batch.fit(batch.main, chosen or batch.options.template or system.selection["selected"], length)
+        if isinstance(fitted, TooLong):
+            fitted, why = None, _too_long(fitted)
         if earlier >= cap - 1e-9:  # nothing of its budget is left to run on
-            template, why = None, _spent(earlier, cap)
+            fitted, why = None, _spent(earlier, cap)
     else:
         try:
-            level, template, cap, held, why = await _reserve(batch, task, earlier, chosen, arrived)
+            level, fitted, cap, held, why = await _reserve(batch, task, earlier, chosen, length, arrived)
         except DeadlineReached as late:
-            level, template, cap, held, why = batch.levels[-1], None, 0.0, None, late
+            level, fitted, cap, held, why = batch.levels[-1], None, 0.0, None, late
     if isinstance(why, DeadlineReached):
         result = _late(task, system, earlier, time.perf_counter() - arrived)
-    elif template is None:
-        result = _skipped(task, system, why, earlier)
+    elif fitted is None:
+        result = _skipped(task, system, why or _no_binding(), earlier, length)
     else:
+        template = fitted.template
         guard = batch.guard_class(cap, spent=earlier)
         try:
             run = TaskRun(batch.program, level.system, template, batch.providers, guard, task.id, task.text, batch.trace,
-                          batch.options.retry, batch.options.seed, batch.limiter, arrived=arrived, tools=batch.tools)
+                          batch.options.retry, batch.options.seed, batch.limiter, arrived=arrived, tools=batch.tools,
+                          length=(fitted.tokens, fitted.length_class))
             result = await run.run()
         except Exception as problem:
             # A defect outside the providers (whose failures the run records
@@ -102,8 +123,9 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     return result
 
 
-async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None, arrived: float | None = None):
-    """(level, template, guard cap, the task's hold on the total, why not) for a task under the total.
+async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None, length: int,
+                   arrived: float | None = None):
+    """(level, Fitted template, guard cap, the task's hold on the total, why not) for a task under the total.
 
     From the allocated budget down: at a level whose budget's rest (budget
     less what earlier runs spent on the task) fits in what is left, the task
@@ -114,27 +136,32 @@ async def _reserve(batch: Batch, task: Task, earlier: float, chosen: str | None,
     allocator = batch.options.allocator
     wanted = allocator.choose(task.id) if allocator is not None else batch.system.budget
     while True:
-        smallest, spent_at = None, None
+        smallest, spent_at, too_long = None, None, None
         for level in batch.levels:
             if level.budget > wanted + 1e-9:
                 continue
-            template = batch.template_at(level, task, chosen)
-            if template is None:
+            fitted = batch.template_at(level, task, chosen, length)
+            if isinstance(fitted, TooLong):
+                too_long = too_long or fitted  # the largest budget's: it fits the longest tasks
+                continue
+            if fitted is None:
                 continue
             rest = level.budget - earlier
             if rest <= 1e-9:
                 spent_at = level.budget if spent_at is None else max(spent_at, level.budget)
                 continue
             if (held := await _hold(batch.total, task, rest)) is not None:
-                return level, template, level.budget, held, None
-            bound = template.worst_case_cost
+                return level, fitted, level.budget, held, None
+            bound = fitted.template.worst_case_cost
             if bound is not None and bound < rest and (held := await _hold(batch.total, task, bound)) is not None:
-                return level, template, earlier + bound, held, None
+                return level, fitted, earlier + bound, held, None
             least = rest if bound is None else min(rest, bound)
             smallest = least if smallest is None else min(smallest, least)
         if smallest is None:
             if spent_at is not None:
                 return batch.levels[-1], None, 0.0, None, _spent(earlier, spent_at)
+            if too_long is not None:
+                return batch.levels[-1], None, 0.0, None, _too_long(too_long)
             why = _short_of_total(f"no template has a binding at a per-task budget up to {wanted:g} µ$")
             break
         # What tasks in flight hold comes back, less what they charge: wait while that could make room.
@@ -186,6 +213,7 @@ class Skip:
 
     status: str
     reason: str
+    fits_up_to: int | None = None  # `too_long`: the longest task a binding fits at the budget
 
 
 def _spent(earlier: float, budget: float) -> Skip:
@@ -197,11 +225,20 @@ def _short_of_total(reason: str) -> Skip:
     return Skip("skipped_total", f"skipped for the total budget: {reason}")
 
 
-def _skipped(task: Task, system, why: Skip, earlier: float) -> TaskResult:
+def _too_long(why: TooLong) -> Skip:
+    return Skip("too_long", why.reason, why.fits_up_to)
+
+
+def _no_binding() -> Skip:
+    return Skip("failed", "the template has no binding at this budget")
+
+
+def _skipped(task: Task, system, why: Skip, earlier: float, length: int | None = None) -> TaskResult:
     """A task that did not start; its cost is what earlier runs spent on it, as a task line's cost always is."""
     return TaskResult(
         task_id=task.id, template=None, answer=None, output=None, cost=earlier, budget=None, bound=None,
         overran=False, status=why.status, error=why.reason, calls=0, deadline_s=system.deadline_s,
+        task_tokens=length, fits_up_to=why.fits_up_to,
     )
 
 
@@ -226,6 +263,8 @@ def task_line(result: TaskResult, guard_kind: str, earlier: float) -> dict:
         "task_tokens": result.task_tokens,
         "assumed_task_tokens": result.assumed_task_tokens,
         "longer_than_assumed": result.longer_than_assumed,
+        "length_class": result.length_class,
+        "fits_up_to": result.fits_up_to,
     }
 
 

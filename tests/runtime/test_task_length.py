@@ -1,8 +1,9 @@
-"""A task longer than the system's `task_tokens` is said so: on its trace task line and in exec's summary.
+"""A task's bound is taken at its own length: on its trace task line and in exec's reports.
 
-The proven bound assumes the task is `task_tokens` long. A longer task may be
-charged above that bound while the budget guard keeps it within the budget; the
-trace and the report must not leave the user reading the bound as a bound.
+The compiler binds each template for tasks `task_tokens` long; at run time the
+bound of the binding that runs is recomputed at the task's real length
+(plan/lengths.py), so a longer task is never charged above the bound its task
+line states, and a shorter one states a tighter bound.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _task_lines(path) -> list[dict]:
         return [line for line in map(json.loads, handle) if line["type"] == "task"]
 
 
-def test_a_longer_task_is_flagged_on_its_task_line_and_in_the_task_report(write_bam, tmp_path, capsys):
+def test_a_longer_task_states_its_bound_at_its_own_length(write_bam, tmp_path, capsys):
     source = write_bam(SOURCE)
     trace = tmp_path / "trace.jsonl"
     # --dry-run: every call answers with its full cap, so what the task is charged is its worst case.
@@ -55,35 +56,36 @@ def test_a_longer_task_is_flagged_on_its_task_line_and_in_the_task_report(write_
     (line,) = _task_lines(trace)
     # The offline provider counts a token a byte, as the bound counts the prompt's own text.
     assert line["task_tokens"] == len(LONG.encode("utf-8")) > 20
-    assert line["assumed_task_tokens"] == 20
+    assert (line["assumed_task_tokens"], line["length_class"]) == (20, 20)
     assert line["longer_than_assumed"] is True
-    # What the flag is for: charged above the proven bound, within the budget, status ok.
-    assert line["status"] == "ok" and line["bound"] < line["cost"] <= line["budget"]
+    # At its full caps the task is charged exactly the bound at its length, far above the 20-token one.
+    assert line["status"] == "ok" and line["cost"] == line["bound"] <= line["budget"]
+    assert line["bound"] == 1 * (len("Solve: ".encode()) + 8 + len(LONG.encode())) + 2 * 16
     printed = capsys.readouterr().out
-    assert f"warning: the task is {len(LONG.encode())} tokens, longer than the 20 (task_tokens)" in printed
+    assert f"note: the task is {len(LONG.encode())} tokens, longer than its length class (20 tokens)" in printed
 
 
-def test_a_task_within_the_assumed_length_is_not_flagged(write_bam, tmp_path):
+def test_a_shorter_task_states_a_tighter_bound(write_bam, tmp_path):
     source = write_bam(SOURCE)
     trace = tmp_path / "trace.jsonl"
     assert main(["exec", source, "--dry-run", "--task", SHORT, "--trace", str(trace)]) == 0
     (line,) = _task_lines(trace)
     assert (line["task_tokens"], line["assumed_task_tokens"], line["longer_than_assumed"]) == (14, 20, False)
-    assert line["cost"] <= line["bound"]
+    assert line["cost"] == line["bound"] == 1 * (len("Solve: ".encode()) + 8 + 14) + 2 * 16
 
 
-def test_the_dataset_summary_counts_the_longer_tasks(write_bam, tmp_path, capsys):
+def test_the_dataset_task_lines_carry_each_length(write_bam, tmp_path, capsys):
     source = write_bam(SOURCE)
     dataset = tmp_path / "tasks.jsonl"
     rows = [{"id": "a", "task": LONG}, {"id": "b", "task": SHORT}, {"id": "c", "task": LONG + " Twice?"}]
     dataset.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     trace = tmp_path / "trace.jsonl"
-    assert main(["exec", source, "--fake", "echo", "--dataset", str(dataset), "--trace", str(trace)]) == 0
-    flags = {line["task_id"]: line["longer_than_assumed"] for line in _task_lines(trace)}
-    assert flags == {"a": True, "b": False, "c": True}
-    printed = capsys.readouterr().out
-    longest = len((LONG + " Twice?").encode())
-    assert f"warning: 2 tasks longer than the 20 tokens (task_tokens) the bound assumed, the longest {longest}" in printed
+    assert main(["exec", source, "--fake", "verbose", "--dataset", str(dataset), "--trace", str(trace)]) == 0
+    lines = {line["task_id"]: line for line in _task_lines(trace)}
+    assert {key: line["longer_than_assumed"] for key, line in lines.items()} == {"a": True, "b": False, "c": True}
+    assert all(line["cost"] == line["bound"] for line in lines.values())
+    assert lines["c"]["bound"] - lines["a"]["bound"] == len(b" Twice?")  # 1 µ$ a prompt token
+    assert "status: ok 3" in capsys.readouterr().out
 
 
 class _Words:

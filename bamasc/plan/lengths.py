@@ -1,0 +1,140 @@
+"""A bound template's exact worst case at a task's real length, and the length class each task runs in.
+
+Once a template is bound, its worst case depends on the task only through the
+task's length: every call's prompt bound is its role's text, its framing, the
+output caps it reads and, where it reads the task, the task's tokens
+(ir/bounds.py). `LengthFit.bound_at` recomputes it from the program and the
+plan's binding at any length, as the compiler computed the recorded bound at
+the class's own `task_tokens` (where the two are equal). It is a function of
+the length, not a constant and a slope: a route's costliest branch at one
+length need not be the costliest at another, and a model's price tiers change
+its rate past a prompt length.
+
+With `task_tokens = [256, 1024, 4096]` the plan holds every template bound
+once per length class. A task of length L takes, of its template's bindings
+whose bound at L fits the budget, the best by the binder's own order (a
+shorter class's binding is the binder's best under a looser constraint, so
+it is usually that one). Which template runs is chosen as without classes
+(`select`, a policy, `--template`); the length picks its binding
+(docs/language.md, "Task length").
+When none fits at L but one fits at its own class's length, the task is too
+long for the budget: it ends `too_long`, with the longest length that would
+fit. When none fits even at its own length (a budget tightened below the
+compiled one, or the paper's cost model), the length is not why: the first
+class's binding runs, as without classes, and the budget guard holds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bamasc.limits import MAX_TOKENS
+from bamasc.records import replace
+
+TOLERANCE = 1e-9  # relative: a bound this close above the budget fits it (the compiler's own check)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The template a task runs: its binding of `length_class`, its `worst_case_cost` the bound at `tokens`."""
+
+    template: object  # a plan.schema.TemplatePlan
+    tokens: int  # the task's length
+    length_class: int  # the task_tokens of the class whose binding runs
+
+
+@dataclass(frozen=True)
+class TooLong:
+    """No binding of the task's template fits the budget at its length."""
+
+    tokens: int  # the task's length
+    fits_up_to: int  # the longest task any binding fits at this budget (0: none)
+    budget: float
+
+    @property
+    def reason(self) -> str:
+        most = (f"tasks up to {self.fits_up_to} tokens fit" if self.fits_up_to
+                else "no task fits, however short")
+        return (f"too long: the task is {self.tokens} tokens, and no binding's bound at that length fits the "
+                f"{self.budget:g} µ$ budget ({most}); add a longer length class to task_tokens or raise the budget")
+
+
+class LengthFit:
+    """The length classes of one system of a plan, and each binding's bound at any task length."""
+
+    def __init__(self, program, system) -> None:
+        self.program = program
+        self.classes = [(system.task_tokens, system.templates)]
+        self.classes += [(c.task_tokens, c.templates) for c in system.length_classes or ()]
+        self._unrolled: dict[tuple, object] = {}
+        self._bounds: dict[tuple, tuple[float, list, tuple]] = {}
+
+    def bound_at(self, template, tokens: int) -> float:
+        """`template`'s worst case (µ$) when the task is `tokens` long."""
+        return self._at(template, tokens)[0]
+
+    def at_length(self, template, tokens: int):
+        """`template` as a task `tokens` long runs it: its worst case, and each route's costliest branch, at that
+        length (the dry run's routers take that branch, so its charge reaches the bound)."""
+        total, amounts, choices = self._at(template, tokens)
+        if not template.decisions:
+            return replace(template, worst_case_cost=total)
+        from bamasc.plan.routes import plan_decisions
+
+        return replace(template, worst_case_cost=total, decisions=plan_decisions(template.nodes, choices, amounts))
+
+    def _at(self, template, tokens: int) -> tuple[float, list, tuple]:
+        from bamasc.ir.alternatives import worst_case
+        from bamasc.ir.bounds import call_bounds, cost_amounts
+        from bamasc.ir.unroll import unroll
+
+        key = (template.name, tuple(sorted(template.counts.items())), template.binding, tokens)
+        if key not in self._bounds:
+            shape = key[:2]
+            if shape not in self._unrolled:
+                self._unrolled[shape] = unroll(self.program.topologies[template.name], template.counts)
+            unrolled = self._unrolled[shape]
+            models = self.program.models
+            model_of = {(seat.slot, seat.instance): models[seat.model] for seat in template.binding}
+            amounts = cost_amounts(unrolled.calls, call_bounds(unrolled.calls, model_of, self.program.roles, tokens))
+            if len(self._bounds) > 4096:  # tasks of many lengths: keep the memory bounded
+                self._bounds.clear()
+            self._bounds[key] = (worst_case(amounts, unrolled.choices).total, amounts, unrolled.choices)
+        return self._bounds[key]
+
+    def fit(self, name: str, tokens: int, budget: float) -> Fitted | TooLong | None:
+        """Template `name`'s binding a task `tokens` long runs: of those whose bound at that length fits the
+        budget, the best by the binder's order. TooLong when none fits but one would at its own class's
+        length; None when the template has no binding in any class."""
+        bound = [(length, t) for length, templates in self.classes for t in templates if t.name == name and t.feasible]
+        if not bound:
+            return None
+        fitting = [(self.bound_at(t, tokens), length, t) for length, t in bound]
+        fitting = [found for found in fitting if found[0] <= budget * (1 + TOLERANCE)]
+        if fitting:
+            at, length, template = max(fitting, key=lambda found: (_strength(found[2], found[0]), -found[1]))
+            return Fitted(self.at_length(template, tokens), tokens, length)
+        if not any(self.bound_at(t, length) <= budget * (1 + TOLERANCE) for length, t in bound):
+            length, template = bound[0]
+            return Fitted(self.at_length(template, tokens), tokens, length)
+        return TooLong(tokens, max(self._longest(t, budget) for _, t in bound), budget)
+
+    def _longest(self, template, budget: float) -> int:
+        """The longest task `template` fits under `budget` (its bound grows with the length), 0 for none."""
+        if self.bound_at(template, 0) > budget * (1 + TOLERANCE):
+            return 0
+        low, high = 0, MAX_TOKENS
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.bound_at(template, middle) <= budget * (1 + TOLERANCE):
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+
+def _strength(template, bound: float) -> tuple:
+    """The binder's order on bindings (optimize/binding.py: TemplateBinding.objective), at a task's length:
+    seats per tier strongest first, then quality, then the lower bound."""
+    objective = template.objective
+    return (*objective["tier_seats"], round(objective["quality"], 9), -bound)
