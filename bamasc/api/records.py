@@ -62,7 +62,7 @@ class Result:
     task_id: str
     answer: str | None  # the answer extracted as the system's `answer` kind says, or None
     output: str | None  # the raw text the answer came from
-    status: str  # ok | exhausted | failed | error | overbilled | skipped_total | skipped_budget | interrupted
+    status: str  # ok | exhausted | failed | error | overbilled | skipped_total | skipped_budget | too_long | interrupted
     cost: float  # µ$ charged, earlier runs of the task included
     budget: float | None  # µ$ the task ran under; None when skipped for the total
     bound: float | None  # µ$: the template's proven worst case

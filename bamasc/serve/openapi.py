@@ -22,7 +22,7 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
         "properties": {
             "task_id": {"type": "string"}, "answer": nullable_string, "cost": number, "bound": nullable_number,
             "status": {"type": "string", "enum": ["ok", "exhausted", "failed", "error", "overbilled", "skipped_total",
-                                                 "skipped_budget", "interrupted"]},
+                                                 "skipped_budget", "too_long", "interrupted"]},
             "template": nullable_string, "budget": nullable_number, "error": nullable_string,
         },
     }
