@@ -26,6 +26,7 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install '
 
 SERVER = os.path.join(ROOT, "tests", "fixtures", "tools", "mcp_server.py")
 COMMAND = f"python {SERVER}"
+SETTLE_S = 600.0  # how long a script may take to end once interrupted, on a loaded machine (a hang fails, not waits)
 
 pytestmark = pytest.mark.usefixtures("no_leftover_process")
 
@@ -194,7 +195,9 @@ def test_cancelling_a_run_stops_its_server(no_leftover_process):
 
 TOOL = f"Tool('files', 'mcp', {COMMAND!r}, None, None, ('hang', 'spawn'), 100, 3600.0, 0.0, {SPAN!r})"
 INTERRUPTED = f"""
-import asyncio, sys
+import asyncio, signal, sys
+# A process started in the background by a non-interactive shell inherits SIGINT ignored: take it back.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from bamasc.program import Tool
 from bamasc.runtime.tools import ToolSet
 from bamasc.source import Span
@@ -235,7 +238,12 @@ def run_script(script: str, interrupt: bool) -> tuple[int, str]:
     pid = int(process.stdout.readline())
     if interrupt:
         process.send_signal(signal.SIGINT)  # Ctrl-C, as a terminal sends it
-    _, stderr = process.communicate()
+    try:
+        _, stderr = process.communicate(timeout=SETTLE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+        raise AssertionError(f"the script did not end within {SETTLE_S:g} s: {stderr}") from None
     return pid, stderr
 
 
