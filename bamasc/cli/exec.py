@@ -134,9 +134,11 @@ def run(args) -> int:
         progress.close()
     totals = outcome.totals
     if args.task is not None and first and first[0].template is not None:
-        print(task_report(first[0], system.template(first[0].template), calls))
+        print(task_report(first[0], system.in_class(first[0].template, first[0].length_class), calls))
     else:
         print(dataset_report(totals, outcome.summary, len(outcome.done)))
+        if args.task is not None and first and first[0].status == "too_long":
+            print(f"task: {first[0].error}")
     if outcome.ledger is not None:
         print(batch_budget.summary(outcome))
     if args.dry_run:

@@ -126,7 +126,8 @@ def bench_run(path, dataset: Dataset, system: str, budget, options, baseline: bo
     whole = scorer in READS_OUTPUT  # this scorer extracts from the whole output itself
     pairs = [(item, answers[item.id].output if whole else answers[item.id].answer) for item in dataset.items]
     verdicts = score_items(dataset.kind, pairs, code_limits, code_concurrency, isolation, scorer)
-    bound = max((result.bound for result in results), default=template.worst_case_cost)
+    # Each task's bound is taken at its length (a `too_long` task, which did not run, has none).
+    bound = max((result.bound for result in results if result.bound is not None), default=template.worst_case_cost)
     return dict(row, template=template.name, models=sorted({s.model for s in template.binding}),
                 bound=round(bound, 6), **summarize(dataset, results, verdicts))
 

@@ -14,7 +14,7 @@ from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
 from bamasc.optimize.strategy import BindPath
 from bamasc.plan.build import DEADLINE_ROW, source_label
-from bamasc.plan.render import pick_template, text_table
+from bamasc.plan.render import binding_text, pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
 from bamasc.words import counted
 
@@ -171,6 +171,7 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
         *tool_lines(template),
         *latency_lines(template),
         *flow_lines(program, template),
+        *length_lines(program, system, template),
         "",
         "Seats (what each alternative model would do to the bound):",
     ]
@@ -183,6 +184,26 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
     lines += ["", "Rules:"] + [f"  {note}" for note in tight_rows(program, system, template)]
     lines += binder_lines(path)
     return "\n".join(lines)
+
+
+def length_lines(program, system: SystemPlan, template: TemplatePlan) -> list[str]:
+    """The bound at other task lengths (docs/language.md, "Task length"), and the template's binding in each
+    length class: the bound is taken at each task's own length at run time."""
+    from bamasc.plan.lengths import LengthFit
+
+    fit = LengthFit(program, system)
+    lengths = sorted({1, system.task_tokens // 2 or 1, system.task_tokens, 2 * system.task_tokens,
+                      *(c.task_tokens for c in system.length_classes or ())})
+    shown = ", ".join(f"{tokens}: {fit.bound_at(template, tokens):.1f}" for tokens in lengths)
+    lines = ["", f"Bound at a task's length (tokens: µ$; a task's bound is taken at its own length): {shown}"]
+    for length in system.length_classes or ():
+        bound = next((t for t in length.templates if t.name == template.name), None)
+        if bound is None or not bound.feasible:
+            lines.append(f"  tasks up to {length.task_tokens} tokens: no binding within {system.budget:g} µ$")
+        else:
+            lines.append(f"  tasks up to {length.task_tokens} tokens: worst case {bound.worst_case_cost:.1f} µ$, "
+                         f"{binding_text(bound)}")
+    return lines
 
 
 def binder_lines(path: BindPath | None) -> list[str]:

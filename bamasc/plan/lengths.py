@@ -14,14 +14,16 @@ With `task_tokens = [256, 1024, 4096]` the plan holds every template bound
 once per length class. A task of length L takes, of its template's bindings
 whose bound at L fits the budget, the best by the binder's own order (a
 shorter class's binding is the binder's best under a looser constraint, so
-it is usually that one). Which template runs is chosen as without classes
-(`select`, a policy, `--template`); the length picks its binding
-(docs/language.md, "Task length").
+it is usually that one). A template given (`--template`) or picked by a
+policy keeps to its own bindings; a system that selects by a rule
+(`strongest`, `cheapest`) applies the rule to every template's bindings that
+fit at L (docs/language.md, "Task length").
 When none fits at L but one fits at its own class's length, the task is too
 long for the budget: it ends `too_long`, with the longest length that would
 fit. When none fits even at its own length (a budget tightened below the
-compiled one, or the paper's cost model), the length is not why: the first
-class's binding runs, as without classes, and the budget guard holds it.
+compiled one, or the paper's cost model), the length is not why: the
+selected template's first class binding runs, as without classes, and the
+budget guard holds it.
 """
 
 from __future__ import annotations
@@ -103,20 +105,28 @@ class LengthFit:
         return self._bounds[key]
 
     def fit(self, name: str, tokens: int, budget: float) -> Fitted | TooLong | None:
-        """Template `name`'s binding a task `tokens` long runs: of those whose bound at that length fits the
-        budget, the best by the binder's order. TooLong when none fits but one would at its own class's
-        length; None when the template has no binding in any class."""
-        bound = [(length, t) for length, templates in self.classes for t in templates if t.name == name and t.feasible]
+        """Template `name`'s binding a task `tokens` long runs: see `choose`."""
+        return self.choose([name], tokens, budget)
+
+    def choose(self, names, tokens: int, budget: float, rule: str = "strongest") -> Fitted | TooLong | None:
+        """Of the bindings of templates `names` in every class, the one a task `tokens` long runs: of those whose
+        bound at that length fits the budget, the best by the binder's order (`rule` "strongest"), or the one of
+        the lowest bound ("cheapest"). TooLong when none fits but one would at its own class's length; None when
+        no template of `names` has a binding in any class."""
+        bound = [(length, t) for length, templates in self.classes for t in templates if t.name in names and t.feasible]
         if not bound:
             return None
         fitting = [(self.bound_at(t, tokens), length, t) for length, t in bound]
         fitting = [found for found in fitting if found[0] <= budget * (1 + TOLERANCE)]
         if fitting:
-            at, length, template = max(fitting, key=lambda found: (_strength(found[2], found[0]), -found[1]))
+            if rule == "cheapest":
+                at, length, template = min(fitting, key=lambda found: (found[0], found[1], found[2].name))
+            else:
+                at, length, template = max(fitting, key=lambda found: (_strength(found[2], found[0]), -found[1]))
             return Fitted(self.at_length(template, tokens), tokens, length)
         if not any(self.bound_at(t, length) <= budget * (1 + TOLERANCE) for length, t in bound):
-            length, template = bound[0]
-            return Fitted(self.at_length(template, tokens), tokens, length)
+            selected = next((t for _, t in bound if t.name == names[0]), bound[0][1])
+            return Fitted(self.at_length(selected, tokens), tokens, self.classes[0][0])
         return TooLong(tokens, max(self._longest(t, budget) for _, t in bound), budget)
 
     def _longest(self, template, budget: float) -> int:

@@ -133,6 +133,13 @@ class SystemPlan:
                 return template
         raise KeyError(name)
 
+    def in_class(self, name: str, length_class: int | None) -> TemplatePlan:
+        """Template `name` as bound for length class `length_class` (None or the first: `template(name)`)."""
+        for length in self.length_classes or ():
+            if length.task_tokens == length_class:
+                return length.template(name)
+        return self.template(name)
+
     def bindings(self, name: str) -> list[TemplatePlan]:
         """Template `name` in every length class, the first class's first."""
         return [t for c in (self, *(self.length_classes or ())) for t in c.templates if t.name == name]

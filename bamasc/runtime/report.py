@@ -49,7 +49,7 @@ def summary_table(summary) -> str:
 def task_report(result, template, calls: list[dict]) -> str:
     lines = [
         f"template: {template.name} ({binding_text(template)})",
-        f"bound: {template.worst_case_cost:.1f} µ$ of a {result.budget:g} µ$ budget",
+        f"bound: {result.bound:.1f} µ$ of a {result.budget:g} µ$ budget",
     ]
     if result.deadline_s is not None:
         lines.append(f"latency bound: {result.latency_bound_s:.3f} s of a {result.deadline_s:g} s deadline")

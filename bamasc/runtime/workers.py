@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bamasc.plan.lengths import LengthFit, TooLong
+from bamasc.plan.lengths import Fitted, LengthFit, TooLong
 from bamasc.records import record
 from bamasc.runtime.admission import ShortOfTotal, TaskHold, TotalLink
 from bamasc.runtime.batch import BatchLedger, BudgetLevel, Limiter, budget_levels
@@ -56,22 +56,32 @@ class Batch:
         return task_tokens(task.text, self.providers.values())
 
     def template_at(self, level: BudgetLevel, task: Task, chosen: str | None, length: int):
-        """What `task`, `length` tokens long, runs at a budget level: see `fit`."""
-        plan = level.system
+        """The binding `task`, `length` tokens long, runs at a budget level (plan/lengths.py): Fitted, TooLong,
+        or None when its template has no binding there. A template given, or picked by a policy, keeps to its
+        own bindings; a system's rule (`strongest`, `cheapest`) picks among every template's that fit."""
+        plan, lengths = level.system, self._lengths(level.system)
+        rule = "cheapest" if plan.selection["rule"] == "cheapest" else "strongest"
         if self.options.template is not None:
-            name = self.options.template
+            return lengths.fit(self.options.template, length, level.budget)
+        if level.selector is None and plan.selection["rule"] != "policy":
+            picked = plan.selection["selected"]
         elif plan is self.system and chosen is not None:
-            name = chosen
+            picked = chosen
         elif level.selector is not None:
-            (name,) = level.selector([task.text])
+            (picked,) = level.selector([task.text])
         else:
-            name = plan.selection["selected"]
-        return self.fit(level, name, length)
-
-    def fit(self, level: BudgetLevel, name: str | None, length: int):
-        """Template `name`'s binding a task `length` tokens long runs at a budget level (plan/lengths.py):
-        Fitted, TooLong, or None when the template has no binding there."""
-        return self._lengths(level.system).fit(name, length, level.budget) if name else None
+            picked = plan.selection["selected"]
+        if not picked:
+            return None
+        others = [picked] + [template.name for template in plan.templates if template.name != picked]
+        if level.selector is None and plan.selection["rule"] != "policy":
+            return lengths.choose(others, length, level.budget, rule)
+        # A policy's pick that does not fit at the task's length gives way to the best binding that does.
+        fitted = lengths.fit(picked, length, level.budget)
+        if isinstance(fitted, TooLong):
+            instead = lengths.choose(others, length, level.budget)
+            return instead if isinstance(instead, Fitted) else fitted
+        return fitted
 
     def _lengths(self, plan) -> LengthFit:
         if id(plan) not in self.lengths:
@@ -87,7 +97,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
     length = batch.length_of(task)
     if batch.ledger is None:
         level, cap, held, why = batch.main, system.budget, None, None
-        fitted = batch.fit(batch.main, chosen or batch.options.template or system.selection["selected"], length)
+        fitted = batch.template_at(batch.main, task, chosen, length)
         if isinstance(fitted, TooLong):
             fitted, why = None, _too_long(fitted)
         if earlier >= cap - 1e-9:  # nothing of its budget is left to run on
