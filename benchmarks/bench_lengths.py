@@ -101,6 +101,35 @@ def run(tree: str, task_tokens: str, budget: float, folder: str) -> dict:
     }
 
 
+def fitting_cpu(budget: float, folder: str, runs: int = 2000) -> list[tuple[str, float]]:
+    """CPU µs per task to count nothing but choose its binding and price it at its length (plan/lengths.py)."""
+    import time
+
+    sys.path.insert(0, ROOT)
+    from bamasc.plan.compile import compile_file
+    from bamasc.plan.lengths import LengthFit
+
+    figures = []
+    lengths = [t["task"] for t in make_tickets()]
+    for label, written in VARIANTS:
+        run_folder = os.path.join(folder, "cpu")
+        os.makedirs(run_folder, exist_ok=True)
+        with open(os.path.join(ROOT, "examples", "support.bam"), encoding="utf-8") as handle:
+            source = re.sub(r"task_tokens\s*=\s*\d+", f"task_tokens = {written}", handle.read())
+        path = os.path.join(run_folder, "support.bam")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(re.sub(r"\n  budget\s*=\s*\d+", f"\n  budget = {budget:g}", source))
+        compiled = compile_file(path)
+        system = compiled.plan.systems[0]
+        fit = LengthFit(compiled.program, system)
+        names = [template.name for template in system.templates]
+        start = time.process_time()
+        for i in range(runs):
+            fit.choose(names, len(lengths[i % len(lengths)]) + i // len(lengths), budget)  # no two alike
+        figures.append((label, (time.process_time() - start) / runs * 1e6))
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=6000.0)
@@ -121,6 +150,11 @@ def main() -> None:
     for label, r in rows:
         print(f"| {label} | {r['ran']} | {r['ok']} | {r['too_long']} | {r['mean_bound']:.1f} | {r['mean_cost']:.1f} | "
               f"{r['mean_tier']:.2f} | {r['over_bound']} |")
+    with tempfile.TemporaryDirectory() as folder:
+        figures = fitting_cpu(args.budget, folder)
+    print("\n| task_tokens | CPU µs per task to choose its binding and price it at its length |\n|---|---|")
+    for label, micros in figures:
+        print(f"| {label} | {micros:.0f} |")
 
 
 if __name__ == "__main__":

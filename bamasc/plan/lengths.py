@@ -69,7 +69,7 @@ class LengthFit:
         self.classes = [(system.task_tokens, system.templates)]
         self.classes += [(c.task_tokens, c.templates) for c in system.length_classes or ()]
         self._unrolled: dict[tuple, object] = {}
-        self._bounds: dict[tuple, tuple[float, list, tuple]] = {}
+        self._bounds: dict[tuple, tuple[float, list, tuple, object]] = {}
 
     def bound_at(self, template, tokens: int) -> float:
         """`template`'s worst case (µ$) when the task is `tokens` long."""
@@ -90,9 +90,9 @@ class LengthFit:
         from bamasc.ir.bounds import call_bounds, cost_amounts
         from bamasc.ir.unroll import unroll
 
-        key = (template.name, tuple(sorted(template.counts.items())), template.binding, tokens)
-        if key not in self._bounds:
-            shape = key[:2]
+        key = (id(template), tokens)
+        if key not in self._bounds or self._bounds[key][3] is not template:  # an id reused by a new object
+            shape = (template.name, tuple(sorted(template.counts.items())))
             if shape not in self._unrolled:
                 self._unrolled[shape] = unroll(self.program.topologies[template.name], template.counts)
             unrolled = self._unrolled[shape]
@@ -101,8 +101,8 @@ class LengthFit:
             amounts = cost_amounts(unrolled.calls, call_bounds(unrolled.calls, model_of, self.program.roles, tokens))
             if len(self._bounds) > 4096:  # tasks of many lengths: keep the memory bounded
                 self._bounds.clear()
-            self._bounds[key] = (worst_case(amounts, unrolled.choices).total, amounts, unrolled.choices)
-        return self._bounds[key]
+            self._bounds[key] = (worst_case(amounts, unrolled.choices).total, amounts, unrolled.choices, template)
+        return self._bounds[key][:3]
 
     def fit(self, name: str, tokens: int, budget: float) -> Fitted | TooLong | None:
         """Template `name`'s binding a task `tokens` long runs: see `choose`."""
@@ -116,18 +116,36 @@ class LengthFit:
         bound = [(length, t) for length, templates in self.classes for t in templates if t.name in names and t.feasible]
         if not bound:
             return None
-        fitting = [(self.bound_at(t, tokens), length, t) for length, t in bound]
-        fitting = [found for found in fitting if found[0] <= budget * (1 + TOLERANCE)]
-        if fitting:
-            if rule == "cheapest":
-                at, length, template = min(fitting, key=lambda found: (found[0], found[1], found[2].name))
-            else:
-                at, length, template = max(fitting, key=lambda found: (_strength(found[2], found[0]), -found[1]))
+        found = self._cheapest(bound, tokens, budget) if rule == "cheapest" else self._strongest(bound, tokens, budget)
+        if found is not None:
+            length, template = found
             return Fitted(self.at_length(template, tokens), tokens, length)
         if not any(self.bound_at(t, length) <= budget * (1 + TOLERANCE) for length, t in bound):
             selected = next((t for _, t in bound if t.name == names[0]), bound[0][1])
             return Fitted(self.at_length(selected, tokens), tokens, self.classes[0][0])
         return TooLong(tokens, max(self._longest(t, budget) for _, t in bound), budget)
+
+    def _fits(self, template, tokens: int, budget: float) -> bool:
+        return self.bound_at(template, tokens) <= budget * (1 + TOLERANCE)
+
+    def _strongest(self, bound, tokens: int, budget: float):
+        """(class, template) of the best binding that fits, by the binder's order; None when none fits. Bindings
+        are tried strongest first and only those as strong as the first that fits are priced: a task's bound at
+        its length costs one evaluation of the flow's bounds (tens of µs), so most tasks price one or two."""
+        ranked = sorted(bound, key=lambda pair: (_rank(pair[1]), -pair[0]), reverse=True)
+        best = None
+        for length, template in ranked:
+            if best is not None and _rank(template) < _rank(best[1]):
+                break
+            if self._fits(template, tokens, budget) and (
+                    best is None or self.bound_at(template, tokens) < self.bound_at(best[1], tokens)):
+                best = (length, template)
+        return best
+
+    def _cheapest(self, bound, tokens: int, budget: float):
+        """(class, template) of the binding of the lowest bound at this length, if it fits; None otherwise."""
+        length, template = min(bound, key=lambda pair: (self.bound_at(pair[1], tokens), pair[0], pair[1].name))
+        return (length, template) if self._fits(template, tokens, budget) else None
 
     def _longest(self, template, budget: float) -> int:
         """The longest task `template` fits under `budget` (its bound grows with the length), 0 for none."""
@@ -143,8 +161,8 @@ class LengthFit:
         return low
 
 
-def _strength(template, bound: float) -> tuple:
-    """The binder's order on bindings (optimize/binding.py: TemplateBinding.objective), at a task's length:
-    seats per tier strongest first, then quality, then the lower bound."""
+def _rank(template) -> tuple:
+    """The binder's order on bindings (optimize/binding.py: TemplateBinding.objective) before the cost, which
+    breaks its ties: seats per tier strongest first, then quality."""
     objective = template.objective
-    return (*objective["tier_seats"], round(objective["quality"], 9), -bound)
+    return (*objective["tier_seats"], round(objective["quality"], 9))
