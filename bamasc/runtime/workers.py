@@ -46,6 +46,10 @@ class Batch:
         self.total = TotalLink(ledger) if ledger is not None else None  # each task's hold on it (runtime/admission.py)
         declared = program.systems.get(system.name) if hasattr(program, "systems") else None
         self.guard_class = guard_class(options.guard, getattr(declared, "budget_check", "before"))
+        # A system that checks its budget after each call, or never (the reference's check, a baseline's real
+        # cost), may spend past its budget: its bound is no test of what fits, so its template's first length
+        # class runs whatever the task's length (its bound still taken at that length).
+        self.fit_lengths = getattr(declared, "budget_check", "before") == "before"
         # Every per-task budget a task may run at, largest first.
         self.levels = budget_levels(system, options.selector, options.budget_plans)
         self.main = next(level for level in self.levels if level.system is system)
@@ -62,8 +66,8 @@ class Batch:
         plan, lengths = level.system, self._lengths(level.system)
         rule = "cheapest" if plan.selection["rule"] == "cheapest" else "strongest"
         if self.options.template is not None:
-            return lengths.fit(self.options.template, length, level.budget)
-        if level.selector is None and plan.selection["rule"] != "policy":
+            picked = self.options.template
+        elif level.selector is None and plan.selection["rule"] != "policy":
             picked = plan.selection["selected"]
         elif plan is self.system and chosen is not None:
             picked = chosen
@@ -73,6 +77,11 @@ class Batch:
             picked = plan.selection["selected"]
         if not picked:
             return None
+        if not self.fit_lengths:
+            template = plan.template(picked)
+            return Fitted(lengths.at_length(template, length), length, plan.task_tokens) if template.feasible else None
+        if self.options.template is not None:
+            return lengths.fit(picked, length, level.budget)
         others = [picked] + [template.name for template in plan.templates if template.name != picked]
         if level.selector is None and plan.selection["rule"] != "policy":
             return lengths.choose(others, length, level.budget, rule)
