@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from bamasc.cli import main
 from bamasc.plan.compile import compile_file
+from bamasc.plan.lengths import LengthFit
 from bamasc.runtime.execute import DatasetError, read_dataset
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
@@ -233,7 +234,12 @@ def test_exec_single_task_prints_template_ledger_answer_and_bound(tmp_path, caps
     shutil.copy(GSM8K, tmp_path / "gsm8k.bam")
     assert main(["exec", str(tmp_path / "gsm8k.bam"), "--task", "What is 20 plus 22?", "--fake", "echo"]) == 0
     out = capsys.readouterr().out
-    assert "template: star" in out and "bound: 1578.2" in out and "answer: 22" in out and "charged" in out
+    # The bound is the binding's at the task's own length (19 bytes, the fake's tokens), below the compiled 1578.2.
+    compiled = compile_file(str(tmp_path / "gsm8k.bam"), system="gsm8k")
+    system = compiled.plan.system("gsm8k")
+    bound = LengthFit(compiled.program, system).bound_at(system.template("star"), len(b"What is 20 plus 22?"))
+    assert bound < system.template("star").worst_case_cost
+    assert "template: star" in out and f"bound: {bound:.1f}" in out and "answer: 22" in out and "charged" in out
 
 
 def test_exec_dry_run_reports_the_worst_case_spent(tmp_path, capsys):
