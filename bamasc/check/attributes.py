@@ -43,6 +43,7 @@ def describe(value: ast.Value) -> str:
         ast.String: "a string",
         ast.Ident: "a name",
         ast.ListValue: "a list",
+        ast.RangeValue: "a range",
         ast.Call: "a call",
         ast.Block: "a block",
     }[type(value)]
@@ -143,7 +144,28 @@ class Attributes:
     def token_count(self, name: str, required: str | None = None) -> int | None:
         """A positive integer number of tokens, with no unit or the unit `tokens`."""
         number = self.number(name, required)
-        if number is None:
+        return None if number is None else self._tokens(name, number)
+
+    def token_range(self, name: str) -> tuple[int, int] | None:
+        """`name = n` or `name = lo..hi` in tokens: (n, n) or (lo, hi), or None when absent or wrong."""
+        value = self.value(name)
+        if not isinstance(value, ast.RangeValue):
+            count = self.token_count(name)
+            return None if count is None else (count, count)
+        lo, hi = self._tokens(name, value.lo), self._tokens(name, value.hi)
+        if lo is None or hi is None:
+            return None
+        if lo > hi:
+            self.diagnostics.append(
+                error("BAM207", f"'{name}' = {lo}..{hi}: the low end is above the high end", value.span,
+                      hint=f"write {hi}..{lo}")
+            )
+            return None
+        return lo, hi
+
+    def _tokens(self, name: str, number) -> int | None:
+        if not isinstance(number, ast.Number):
+            self._wrong(name, number, "a number of tokens")
             return None
         if number.unit not in (None, "tokens"):
             self.diagnostics.append(
