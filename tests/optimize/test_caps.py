@@ -17,6 +17,8 @@ from bamasc.ir.tokens import caps_at, output_cap
 from bamasc.optimize import bind
 from bamasc.optimize.caps import cap_steps
 from bamasc.plan.compile import compile_file
+from bamasc.plan.load import PlanVerificationError, verify_plan
+from bamasc.records import replace
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
@@ -216,3 +218,23 @@ def test_a_larger_budget_never_gets_weaker_tiers_nor_smaller_caps_on_the_same_mo
             if found.tier_seats == previous.tier_seats and same_models:
                 assert all(now.cap is None or now.cap >= before.cap for now, before in zip(found.seats, previous.seats))
         previous = found
+
+
+def with_caps(plan, cap):
+    """`plan` with every seat of its one template given `cap`."""
+    system = plan.systems[0]
+    template = system.templates[0]
+    seats = tuple(replace(seat, cap=cap) for seat in template.binding)
+    return replace(plan, systems=(replace(system, templates=(replace(template, binding=seats),)),))
+
+
+def test_loading_checks_the_bound_again_at_the_recorded_caps(tmp_path):
+    result = compiled(tmp_path, "128..384")
+    verify_plan(result.plan, result.program)
+    with pytest.raises(PlanVerificationError, match="the graph gives 40\\+384 tokens"):
+        verify_plan(with_caps(result.plan, 384), result.program)
+    with pytest.raises(PlanVerificationError, match="output cap 999 is not one its role may have"):
+        verify_plan(with_caps(result.plan, 999), result.program)
+    fixed = compiled(tmp_path, "181", budget=400)
+    with pytest.raises(PlanVerificationError, match="output cap 181 is not one its role may have"):
+        verify_plan(with_caps(fixed.plan, 181), fixed.program)
