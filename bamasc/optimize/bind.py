@@ -56,7 +56,7 @@ def bind_template(
     topology = program.topologies[template]
     if cap_steps(program, topology):  # a role's `max_output = lo..hi`: bound at fixed caps, level by level
         return bind_with_caps(lambda fixed: bind_template(fixed, system, template, budget, method, strategy),
-                              program, topology)
+                              program, system, topology)
     budget = system.budget if budget is None else budget
     pool = [program.models[name] for name in system.models]
     tiers = tuple(sorted({m.tier for m in pool}))

@@ -144,7 +144,7 @@ def _binder(method: str):
         else:
             from bamasc.optimize.greedy import bind_greedy as bind
         return lambda program, system, template, budget, _: bind_with_caps(
-            lambda fixed: bind(fixed, system, template, budget), program, program.topologies[template]
+            lambda fixed: bind(fixed, system, template, budget), program, system, program.topologies[template]
         )
     from bamasc.optimize.bind import bind_template
 
