@@ -103,6 +103,11 @@ def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]
             notes.append(f"slot {slot.name}: {counted(count, 'instance')}, at its upper bound")
         elif count == slot.lo:
             notes.append(f"slot {slot.name}: {counted(count, 'instance')}, at its lower bound")
+        role = program.roles[slot.role]
+        caps = sorted({seat.cap for seat in template.binding if seat.slot == slot.name and seat.cap is not None})
+        if caps and role.min_output is not None:  # chosen by the binder (optimize/caps.py)
+            where = "at the top of" if caps[-1] == role.max_output else "in"
+            notes.append(f"slot {slot.name}: output cap {', '.join(map(str, caps))}, {where} {role.min_output}..{role.max_output}")
     seats = len(template.binding)
     if seats == declared.min_agents:
         notes.append(f"min_agents: {counted(seats, 'seat')}, exactly the minimum")

@@ -253,3 +253,15 @@ def test_loading_checks_the_bound_again_at_the_recorded_caps(tmp_path):
     fixed = compiled(tmp_path, "181", budget=400)
     with pytest.raises(PlanVerificationError, match="output cap 181 is not one its role may have"):
         verify_plan(with_caps(fixed.plan, 181), fixed.program)
+
+
+def test_explain_and_the_editor_show_the_chosen_caps(tmp_path):
+    from bamasc.lsp.bounds import bind_program
+    from bamasc.plan.explain import tight_rows
+    from bamasc.plan.render import binding_text
+
+    result = compiled(tmp_path, "128..384")
+    system = result.plan.systems[0]
+    assert "slot step: output cap 181, in 128..384" in tight_rows(result.program, system, system.templates[0])
+    assert binding_text(system.templates[0]) == "step: 3x mini (cap 181)"
+    assert bind_program(result.program)["demo"].templates[0].seats == ("step: 3x mini (cap 181)",)
