@@ -18,15 +18,15 @@ How it is found, with any binder of fixed caps (`bind_fixed`):
   still fit is monotone in j, so the largest level that keeps them is found
   by binds at single levels, each exact for its level: first the top level;
   then the level at which the binding kept last still fits by its own bound
-  (the binder prices no lower, so it is kept at once), and the level above
-  it, which shows whether other models go further; after three such probes,
-  or one that fails, bisection. In examples/gsm8k.bam with every cap a range
+  as the binder prices it (so that level is usually kept), and the level
+  above it, which shows whether other models go further; after three such
+  probes, or one that fails, bisection. A probe only ever narrows the
+  levels by a bind's answer, so the hints change how fast, not what. In examples/gsm8k.bam with every cap a range
   that is 4 binds a template, against 11 for bisection alone.
 - Quality, then cost: the binder's own objectives, at that level.
 
-What it does not do: caps of one role are not raised further on seats where
-the budget would allow it (every range moves up together, so what is left of
-the budget is less than one level's step on every ranged seat), and a budget
+What it does not do: caps are not raised seat by seat past the level (every
+range moves up together, and the next level does not fit), and a budget
 that is not enough at the smallest caps is reported as it is there
 (`cheapest_cost` is the least budget that fits with every range at its low end).
 """
