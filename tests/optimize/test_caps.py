@@ -23,7 +23,7 @@ from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
-from tests.test_template_milp import brute_force, load, random_source
+from tests.test_template_milp import brute_force, load, random_source, strategy
 
 NO_WAIT = RetryPolicy(max_attempts=1, base_delay=0.0, max_delay=0.0, timeout=5.0)
 
@@ -197,16 +197,23 @@ def test_tiers_and_caps_agree_with_brute_force(tmp_path, seed):
     system = program.systems["s"]
     budget = tight_budget(program, rng)
     truth = oracle(program, budget)
-    found = bind.bind_template(program, system, "t", budget)
-    assert found.feasible == (truth is not None), source
-    if truth is None:
-        return
-    level, steps, objective = truth
+    # Every rotating slot enumerated (the default here), one MILP with count indicators, that MILP narrowed to
+    # the tier counts before its last objectives, and the dynamic program over the slots where it applies:
+    # each of the binder's ways, around the caps' levels.
+    ways = (strategy(enumerate_up_to=0), strategy(enumerate_up_to=0, split_from_columns=0), strategy(sweep_from_columns=0))
+    for chosen in (None, *ways):
+        found = bind.bind_template(program, system, "t", budget, strategy=chosen)
+        assert found.feasible == (truth is not None), source
+        if truth is not None:
+            assert_matches(program, found, *truth, source)
+
+
+def assert_matches(program, found, level: int, steps: int, objective: tuple, source: str) -> None:
+    """`found` has brute force's objective at `level`, and each seat its role's cap there on its model."""
     assert (*found.tier_seats, round(found.quality, 6)) == objective[:-1], source
     assert found.worst_case_cost == pytest.approx(-objective[-1], rel=1e-7, abs=1e-6), source
     at_level = caps_at(program, level, steps)
-    topology = program.topologies["t"]
-    role_of = {slot.name: slot.role for slot in topology.slots}
+    role_of = {slot.name: slot.role for slot in program.topologies["t"].slots}
     for seat in found.seats:
         role = program.roles[role_of[seat.slot]]
         expected = output_cap(at_level.roles[role.name], program.models[seat.model]) if role.min_output else None
