@@ -301,6 +301,8 @@ class _Printer:
             return "$" + children[0].value
         if kind in ("string", "ident", "member"):
             return children[0].value
+        if kind == "range":
+            return "..".join(self.value(end, indent) for end in children)
         if kind == "call":
             func, *args = children
             return f"{func.value}({', '.join(self.value(arg, indent) for arg in args)})"

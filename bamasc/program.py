@@ -125,7 +125,7 @@ class Role:
     name: str
     prompt: str
     system: str | None
-    max_output: int | None
+    max_output: int | None  # the largest cap of a range `max_output = lo..hi`
     reads: str
     span: Span
     spans: dict[str, Span] = NO_SPANS
@@ -138,6 +138,8 @@ class Role:
     # What the bound of its calls needs of its tools (combinators/tools.ToolLoop), resolved once every
     # tool is read (check/tools.py); None when it has none.
     loop: object = None
+    # `max_output = lo..hi`: lo, the smallest cap the binder may pick for a seat (optimize/caps.py); None: fixed.
+    min_output: int | None = None
 
 
 @record

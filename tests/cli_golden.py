@@ -24,7 +24,7 @@ build), and exec on the fake provider (a task, a plan, `--dry-run`, a
 dataset with a trace, `--resume`); every template of
 `tests/fixtures/stages/combinators.bam` run on the fake in echo and dry-run
 mode with its trace; multi-file lint, `--strict`, `--with-importers`,
-sweeps; `score` (GSM8K and MATH), `bench` and `collect` with `--fake` on the
+sweeps; output caps chosen in ranges (`tests/fixtures/cli/inputs/caps.bam`); `score` (GSM8K and MATH), `bench` and `collect` with `--fake` on the
 small datasets of `tests/fixtures/datasets/`; usage and input errors; the
 `--help` of every command. Not covered: `train` and `compile --task` (they
 load the MiniLM policy stack, tens of seconds), MBPP scoring (it needs the
@@ -203,6 +203,18 @@ def _lint_group() -> Group:
     return group
 
 
+def _caps_group() -> Group:
+    """Output caps the compiler chooses (`max_output = lo..hi`): the table, a sweep across the smallest caps'
+    bound, the plan, explain, and a worst-case run on the verbose fake with a task as long as the bound's."""
+    group = Group("caps", {"caps.bam": INPUTS / "caps.bam"})
+    group.add("compile", "compile", "caps.bam")
+    group.add("compile-sweep", "compile", "caps.bam", "--sweep", "250:600:50")
+    group.add("compile-o", "compile", "caps.bam", "-o", "plan.json", files=["plan.json"])
+    group.add("explain", "explain", "plan.json")
+    group.add("exec-verbose", "exec", "plan.json", "--task", "t" * 21, "--fake", "verbose")
+    return group
+
+
 def _errors_group() -> Group:
     group = Group(
         "errors",
@@ -299,7 +311,7 @@ def _help_group() -> Group:
 
 def groups() -> list[Group]:
     found = [_example_group(path.stem) for path in sorted(EXAMPLES.glob("*.bam"))]
-    return found + [_combinators_group(), _lint_group(), _errors_group(), _evaluate_group(), _help_group()]
+    return found + [_combinators_group(), _lint_group(), _caps_group(), _errors_group(), _evaluate_group(), _help_group()]
 
 
 def all_cases() -> list[tuple[Group, Case]]:

@@ -173,6 +173,12 @@ def test_declarations_attributes_calls_and_units():
     assert scope_of(line, "$/Mtok") == ["keyword.other.unit.bam"] == scope_of(line, "µ$")
 
 
+def test_a_range_of_output_caps():
+    line = "role R { max_output = 128..384 }"
+    assert scope_of(line, "128") == ["constant.numeric.bam"] == scope_of(line, "384")
+    assert scope_of(line, "..") == ["keyword.operator.range.bam"]
+
+
 def test_an_attribute_named_like_a_keyword_is_an_attribute():
     assert scope_of('  system = "You are terse."', "system") == ["variable.other.property.bam"]
     assert scope_of("system s {", "system") == ["keyword.declaration.bam"]

@@ -91,7 +91,7 @@ class Plan:
             Template(
                 name=t.name, feasible=t.feasible, bound=t.worst_case_cost if t.feasible else None,
                 latency_bound_s=t.worst_case_latency_s if t.feasible else None,
-                binding=tuple(Seat(s.slot, s.instance, s.model) for s in t.binding),
+                binding=tuple(Seat(s.slot, s.instance, s.model, s.cap) for s in t.binding),
                 selected=t.name == chosen, cheapest=t.cheapest_cost,
             )
             for t in self._system.templates

@@ -13,6 +13,7 @@ class Seat:
     slot: str
     instance: int
     model: str
+    cap: int | None = None  # the output cap the compiler chose in its role's `max_output = lo..hi`; None: fixed
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ def describe(value: ast.Value) -> str:
         ast.String: "a string",
         ast.Ident: "a name",
         ast.ListValue: "a list",
+        ast.RangeValue: "a range",
         ast.Call: "a call",
         ast.Block: "a block",
     }[type(value)]
@@ -169,8 +170,28 @@ class Attributes:
         count = self.tokens_of(name, value)
         return None if count is None else (count,)
 
-    def tokens_of(self, name: str, number: ast.Number) -> int | None:
+    def token_range(self, name: str) -> tuple[int, int] | None:
+        """`name = n` or `name = lo..hi` in tokens: (n, n) or (lo, hi), or None when absent or wrong."""
+        value = self.value(name)
+        if not isinstance(value, ast.RangeValue):
+            count = self.token_count(name)
+            return None if count is None else (count, count)
+        lo, hi = self.tokens_of(name, value.lo), self.tokens_of(name, value.hi)
+        if lo is None or hi is None:
+            return None
+        if lo > hi:
+            self.diagnostics.append(
+                error("BAM207", f"'{name}' = {lo}..{hi}: the low end is above the high end", value.span,
+                      hint=f"write {hi}..{lo}")
+            )
+            return None
+        return lo, hi
+
+    def tokens_of(self, name: str, number) -> int | None:
         """`number` as a positive whole number of tokens, or None with a diagnostic."""
+        if not isinstance(number, ast.Number):
+            self._wrong(name, number, "a number of tokens")
+            return None
         if number.unit not in (None, "tokens"):
             self.diagnostics.append(
                 error("BAM208", f"'{name}' is a token count and takes no unit, not {number.unit}", number.span)

@@ -14,11 +14,14 @@ ROLE_ATTRIBUTES = ("prompt", "system", "max_output", "reads", *DECODING_ATTRIBUT
 
 def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
     attrs = Attributes(f"role '{decl.name}'", decl.attrs, ROLE_ATTRIBUTES, diagnostics, decl.name_span)
+    # `max_output = lo..hi` lets the binder pick each seat's cap in the range (optimize/caps.py).
+    low, high = attrs.token_range("max_output") or (None, None)
     return Role(
         name=decl.name,
         prompt=attrs.string("prompt", 'prompt = "Solve: {{task}}"') or "",
         system=attrs.string("system"),
-        max_output=attrs.token_count("max_output"),
+        max_output=high,
+        min_output=low if low != high else None,
         reads=attrs.choice("reads", READS, "text"),
         span=decl.name_span,
         spans=attrs.spans(),

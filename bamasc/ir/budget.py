@@ -12,6 +12,7 @@ from __future__ import annotations
 from bamasc.check import check
 from bamasc.diagnostics import Diagnostic, Note, error, has_errors, warning
 from bamasc.ir.bounds import cheapest_cost
+from bamasc.ir.tokens import caps_at
 from bamasc.ir.unroll import unroll
 from bamasc.loader import Loaded
 from bamasc.program import Program, System
@@ -29,7 +30,9 @@ def check_loaded(loaded: Loaded, budgets: bool = True) -> tuple[Program, list[Di
 
 
 def template_floor(program: Program, system: System, topology_name: str) -> float:
-    """The lower bound on the worst-case cost of any binding of this template in this system."""
+    """The lower bound on the worst-case cost of any binding of this template in this system (a range
+    `max_output = lo..hi` at its low end: the binder may pick it)."""
+    program = caps_at(program, 0, 1)
     topology = program.topologies[topology_name]
     pool = [program.models[name] for name in system.models]
     calls = unroll(topology, {slot.name: slot.lo for slot in topology.slots}).calls

@@ -52,7 +52,8 @@ def reads(graph: nx.DiGraph, node: str) -> tuple[str, ...]:
 
 
 def verified_cost(
-    graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int, trusted: dict, tolerance: float = 1e-6
+    graph: nx.DiGraph, roles: dict, models: dict, task_tokens: int, trusted: dict, tolerance: float = 1e-6,
+    caps: dict | None = None,
 ) -> float:
     """Recompute every call's bound from the graph's own edges and check the stored ones.
 
@@ -60,18 +61,18 @@ def verified_cost(
     prompt text, the task if it reads it, and the output cap of every
     predecessor in the graph, plus what the plan does not record: the numbering of
     the lists it shows, the outputs it shows twice and the branches that exclude
-    each other (`trusted`: each node's CallNode from a fresh unroll of the flow). Returns the total; raises ValueError
-    on a mismatch.
+    each other (`trusted`: each node's CallNode from a fresh unroll of the flow), each seat at its chosen output cap
+    (`caps`: (slot, instance) -> cap). Returns the total; raises ValueError on a mismatch.
     """
     from bamasc.ir.alternatives import worst_case
-    from bamasc.ir.tokens import output_cap, template_tokens
+    from bamasc.ir.tokens import output_cap, seat_model, template_tokens
     from bamasc.ir.unroll import largest_option
 
     calls, bounds = [], []
     for node in nx.topological_sort(graph):
         data = graph.nodes[node]
         role = roles[data["role"]]
-        model = models[data["model"]]
+        model = seat_model(models[data["model"]], (caps or {}).get((data["slot"], data["instance"])))
         tokens_out = output_cap(role, model)
         # Whether it reads the task comes from the flow, like the rest of what is not an edge.
         tokens_in = template_tokens(role) + (task_tokens if trusted[node].reads_task else 0)
@@ -120,13 +121,15 @@ class _Step:
         self.id, self.alternative = id, alternative
 
 
-def verified_latency(graph: nx.DiGraph, roles: dict, models: dict, tolerance: float = 1e-9):
-    """Recompute every call's worst-case latency from its role and model, check the stored ones,
-    and return the critical path (a LatencyBound). Raises ValueError on a mismatch."""
+def verified_latency(graph: nx.DiGraph, roles: dict, models: dict, tolerance: float = 1e-9, caps: dict | None = None):
+    """Recompute every call's worst-case latency from its role and model (at its seat's chosen output cap,
+    `caps`), check the stored ones, and return the critical path (a LatencyBound). Raises ValueError on a mismatch."""
     from bamasc.ir.latency import call_latency_s
+    from bamasc.ir.tokens import seat_model
 
     for node, data in graph.nodes(data=True):
-        expected = call_latency_s(roles[data["role"]], models[data["model"]])
+        model = seat_model(models[data["model"]], (caps or {}).get((data["slot"], data["instance"])))
+        expected = call_latency_s(roles[data["role"]], model)
         recorded = data.get(LATENCY_FIELD)
         if (expected is None) != (recorded is None) or (
             expected is not None and abs(expected - recorded) > tolerance * max(1.0, expected)

@@ -6,6 +6,7 @@ import re
 
 from bamasc.combinators.tools import RESULT_FRAMING, TOOL_SPEC_FRAMING, TOOLS_FRAMING, output_schema_tokens  # noqa: F401
 from bamasc.program import Model, Role
+from bamasc.records import replace
 
 # Chat formats wrap each message in role markers and separators; 8 tokens covers
 # the OpenAI, Anthropic and common GGUF chat templates per message.
@@ -43,3 +44,32 @@ def output_cap(role: Role, model: Model) -> int:
     if not caps:
         raise ValueError(f"neither role '{role.name}' nor model '{model.name}' caps the output")
     return min(caps)
+
+
+def ranged_roles(program, role_names) -> dict[str, Role]:
+    """Of `role_names`, the roles whose cap is a range `max_output = lo..hi`, by name."""
+    return {name: program.roles[name] for name in role_names if program.roles[name].min_output is not None}
+
+
+def caps_at(program, step: int, steps: int):
+    """`program` with every `max_output = lo..hi` fixed at lo + (hi − lo)·step // steps: at step 0 the
+    smallest caps, at `steps` the largest, every range the same share of the way up between."""
+    ranged = ranged_roles(program, program.roles)
+    if not ranged:
+        return program
+    roles = dict(program.roles)
+    for name, role in ranged.items():
+        cap = role.min_output + (role.max_output - role.min_output) * step // max(steps, 1)
+        roles[name] = replace(role, max_output=cap, min_output=None)
+    return replace(program, roles=roles)
+
+
+def seat_model(model: Model, cap: int | None) -> Model:
+    """The model as one seat runs it: its output held to the seat's chosen cap (None: no choice made), so
+    that `output_cap` of the seat's role on it is that cap wherever a bound or a call is made."""
+    return model if cap is None else replace(model, max_output=cap)
+
+
+def seat_models(models, seats) -> dict[tuple[str, int], Model]:
+    """(slot, instance) -> the model the seat runs, at its chosen cap (records with slot, instance, model, cap)."""
+    return {(seat.slot, seat.instance): seat_model(models[seat.model], seat.cap) for seat in seats}

@@ -62,10 +62,11 @@ def bind_program(program: Program) -> dict[str, SystemBound]:
                 templates.append(TemplateBound(name, False, None, None, (), str(problem)))
                 continue
             bindings.append(binding)
-            seats: dict[tuple[str, str], int] = {}
+            seats: dict[tuple[str, str, int | None], int] = {}
             for seat in binding.seats:
-                seats[seat.slot, seat.model] = seats.get((seat.slot, seat.model), 0) + 1
-            seats = tuple(f"{slot}: {count}x {model}" for (slot, model), count in seats.items())
+                seats[seat.slot, seat.model, seat.cap] = seats.get((seat.slot, seat.model, seat.cap), 0) + 1
+            seats = tuple(f"{slot}: {count}x {model}" + ("" if cap is None else f" (cap {cap})")
+                          for (slot, model, cap), count in seats.items())
             cost = binding.worst_case_cost if binding.feasible else None
             templates.append(TemplateBound(name, binding.feasible, cost, binding.cheapest_cost, seats))
         # A policy picks per task; ahead of a task the plan's default is the strongest.

@@ -64,6 +64,8 @@ def _role(role) -> str:
     lines = role.prompt.strip("\n").split("\n")
     excerpt = "\n".join(lines[:PROMPT_LINES]) + ("\n…" if len(lines) > PROMPT_LINES else "")
     cap = role.max_output if role.max_output is not None else "the model's"
+    if role.min_output is not None:  # a range: the binder picks each seat's cap in it
+        cap = f"{role.min_output}..{role.max_output} (the compiler picks each seat's cap)"
     return (
         f"**role** `{role.name}`: max_output {cap}, reads `{role.reads}`\n\n"
         f"```text\n{excerpt.replace('```', '` ` `')}\n```"

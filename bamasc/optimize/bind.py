@@ -30,6 +30,7 @@ from bamasc.check.sizes import too_many_units
 from bamasc.ir.tokens import output_cap, template_tokens
 from bamasc.ir.unroll import Unrolled, unroll
 from bamasc.optimize.binding import BindingError, TemplateBinding, TemplateSeat
+from bamasc.optimize.caps import bind_with_caps, cap_steps
 from bamasc.optimize.dominance import undominated
 from bamasc.optimize.exact import Found, TemplateSolver, objective
 from bamasc.optimize.problem import RequireRow, SeatProblem
@@ -53,6 +54,9 @@ def bind_template(
     counts as best."""
     strategy = strategies.DEFAULT_STRATEGY if strategy is None else strategy
     topology = program.topologies[template]
+    if cap_steps(program, topology):  # a role's `max_output = lo..hi`: bound at fixed caps, level by level
+        return bind_with_caps(lambda fixed: bind_template(fixed, system, template, budget, method, strategy),
+                              program, system, topology)
     budget = system.budget if budget is None else budget
     pool = [program.models[name] for name in system.models]
     tiers = tuple(sorted({m.tier for m in pool}))

@@ -24,6 +24,7 @@ class TemplateSeat:
     slot: str
     instance: int
     model: str
+    cap: int | None = None  # the output cap chosen for it when its role's `max_output` is a range (caps.py)
 
 
 @record

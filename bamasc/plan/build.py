@@ -6,6 +6,7 @@ import hashlib
 import os
 
 from bamasc import __version__
+from bamasc.ir.tokens import seat_models
 from bamasc.program import Program
 from bamasc.optimize.bind import TemplateBinding, select_template
 from bamasc.plan.schema import (
@@ -148,8 +149,9 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
 
         graph = call_graph(binding.unrolled.calls, binding.bounds, binding.unrolled.answer.nodes)
         bounds = {bound.node: bound for bound in binding.bounds}
+        model_of = seat_models(program.models, binding.seats)
         for node, data in graph.nodes.items():
-            data[LATENCY_FIELD] = call_latency_s(program.roles[data["role"]], program.models[data["model"]])
+            data[LATENCY_FIELD] = call_latency_s(program.roles[data["role"]], model_of[(data["slot"], data["instance"])])
             data.update(_tool_fields(program.roles[data["role"]].loop, bounds[node]))
         nodes = tuple(PlanNode(id=node, inputs=reads(graph, node), **data) for node, data in graph.nodes(data=True))
         answer_nodes = graph.graph["answer"]
@@ -161,7 +163,7 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
         # A template the binder found no binding for within the deadline has no binding to measure.
         from bamasc.ir.latency import worst_case_latency
 
-        model_of = {(s.slot, s.instance): program.models[s.model] for s in binding.seats}
+        model_of = seat_models(program.models, binding.seats)
         latency = worst_case_latency(binding.unrolled.calls, model_of, program.roles).seconds
     return TemplatePlan(
         name=binding.template,
@@ -174,7 +176,7 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
             "quality": binding.quality,
         },
         counts=dict(binding.counts),
-        binding=tuple(PlanSeat(s.slot, s.instance, s.model) for s in binding.seats),
+        binding=tuple(PlanSeat(s.slot, s.instance, s.model, s.cap) for s in binding.seats),
         nodes=nodes,
         answer_nodes=answer_nodes,
         cheapest_cost=binding.cheapest_cost,

@@ -6,6 +6,7 @@ import math
 import os
 
 from bamasc.ir.budget import check_loaded
+from bamasc.ir.tokens import seat_models
 from bamasc.diagnostics import Diagnostic, Note, Sources, error, has_errors, warning
 from bamasc.limits import MAX_BUDGET, written
 from bamasc.loader import load
@@ -159,15 +160,18 @@ def _longer_classes(program, system, budget: float, method: str) -> list[tuple[i
 
 
 def _binder(method: str):
-    """The binder a method names: the exact MILP, the reference's seat model, or the greedy ablation."""
-    if method == "paper":
-        from bamasc.optimize.paper import bind_paper
+    """The binder a method names: the exact MILP, the reference's seat model, or the greedy ablation
+    (the last two choose output caps in ranges as the first does: optimize/caps.py)."""
+    if method in ("paper", "greedy"):
+        from bamasc.optimize.caps import bind_with_caps
 
-        return lambda program, system, template, budget, _: bind_paper(program, system, template, budget)
-    if method == "greedy":
-        from bamasc.optimize.greedy import bind_greedy
-
-        return lambda program, system, template, budget, _: bind_greedy(program, system, template, budget)
+        if method == "paper":
+            from bamasc.optimize.paper import bind_paper as bind
+        else:
+            from bamasc.optimize.greedy import bind_greedy as bind
+        return lambda program, system, template, budget, _: bind_with_caps(
+            lambda fixed: bind(fixed, system, template, budget), program, system, program.topologies[template]
+        )
     from bamasc.optimize.bind import bind_template
 
     return bind_template
@@ -248,7 +252,7 @@ def _within_deadline(program, system, found) -> tuple[list, list[Diagnostic]]:
                 )
             kept.append(binding)
             continue
-        model_of = {(s.slot, s.instance): program.models[s.model] for s in binding.seats}
+        model_of = seat_models(program.models, binding.seats)
         bound = worst_case_latency(binding.unrolled.calls, model_of, program.roles)
         # Check makes every model of a pool with a deadline declare a latency (BAM408).
         if bound.seconds <= system.deadline:

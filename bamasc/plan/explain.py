@@ -10,6 +10,7 @@ from bamasc.combinators import combinator_of
 from bamasc.combinators.dynamic import seat_step
 from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.graph import critical_path
+from bamasc.ir.tokens import seat_model, seat_models
 from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
 from bamasc.optimize.strategy import BindPath
@@ -30,7 +31,7 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
     # numbering each call's lists add, which the plan does not record.
     calls = unroll(topology, template.counts).calls
     pool = [program.models[name] for name in program.systems[system.name].models]
-    chosen = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
+    chosen = seat_models(program.models, template.binding)
     rows = [linear_row(r) for r in topology.requires]
     deadline = program.systems[system.name].deadline
     findings = []
@@ -41,7 +42,9 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
             if model.name == seat.model:
                 continue
             trial = dict(chosen)
-            trial[(seat.slot, seat.instance)] = model
+            # At the seat's chosen cap, or the alternative's own where it is smaller.
+            cap = None if seat.cap is None else min(seat.cap, model.max_output or seat.cap)
+            trial[(seat.slot, seat.instance)] = seat_model(model, cap)
             bound = worst_case_cost(calls, call_bounds(calls, trial, program.roles, system.task_tokens))
             broken = [i for i, row in enumerate(rows) if not _holds(row, trial)]
             seconds = worst_case_latency(calls, trial, program.roles).seconds if deadline is not None else None
@@ -100,6 +103,11 @@ def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]
             notes.append(f"slot {slot.name}: {counted(count, 'instance')}, at its upper bound")
         elif count == slot.lo:
             notes.append(f"slot {slot.name}: {counted(count, 'instance')}, at its lower bound")
+        role = program.roles[slot.role]
+        caps = sorted({seat.cap for seat in template.binding if seat.slot == slot.name and seat.cap is not None})
+        if caps and role.min_output is not None:  # chosen by the binder (optimize/caps.py)
+            where = "at the top of" if caps[-1] == role.max_output else "in"
+            notes.append(f"slot {slot.name}: output cap {', '.join(map(str, caps))}, {where} {role.min_output}..{role.max_output}")
     seats = len(template.binding)
     if seats == declared.min_agents:
         notes.append(f"min_agents: {counted(seats, 'seat')}, exactly the minimum")

@@ -88,6 +88,7 @@ class LengthFit:
     def _at(self, template, tokens: int) -> tuple[float, list, tuple]:
         from bamasc.ir.alternatives import worst_case
         from bamasc.ir.bounds import call_bounds, cost_amounts
+        from bamasc.ir.tokens import seat_models
         from bamasc.ir.unroll import unroll
 
         key = (id(template), tokens)
@@ -96,8 +97,7 @@ class LengthFit:
             if shape not in self._unrolled:
                 self._unrolled[shape] = unroll(self.program.topologies[template.name], template.counts)
             unrolled = self._unrolled[shape]
-            models = self.program.models
-            model_of = {(seat.slot, seat.instance): models[seat.model] for seat in template.binding}
+            model_of = seat_models(self.program.models, template.binding)  # each at its chosen output cap
             amounts = cost_amounts(unrolled.calls, call_bounds(unrolled.calls, model_of, self.program.roles, tokens))
             if len(self._bounds) > 4096:  # tasks of many lengths: keep the memory bounded
                 self._bounds.clear()

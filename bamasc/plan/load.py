@@ -266,7 +266,8 @@ def verify_plan(plan: Plan, program) -> None:
                 )
             try:
                 trusted = {call.id: call for call in expected}
-                total = verified_cost(template.graph(), program.roles, program.models, tokens, trusted)
+                caps = _seat_caps(template, program)
+                total = verified_cost(template.graph(), program.roles, program.models, tokens, trusted, caps=caps)
             except ValueError as problem:
                 raise PlanVerificationError(f"system '{system.name}', template '{template.name}': {problem}") from None
             if abs(total - template.worst_case_cost) > 1e-6 * max(1.0, total):
@@ -280,7 +281,7 @@ def verify_plan(plan: Plan, program) -> None:
                     f"system '{system.name}', template '{template.name}': worst case {total:.4f} µ$ "
                     f"exceeds the budget of {system.budget:g} µ$"
                 )
-            _verify_latency(system, template, program)
+            _verify_latency(system, template, program, caps)
 
 
 def _bound_templates(system):
@@ -290,7 +291,22 @@ def _bound_templates(system):
     return [(tokens, template) for tokens, templates in classes for template in templates]
 
 
-def _verify_latency(system, template, program) -> None:
+def _seat_caps(template, program) -> dict:
+    """(slot, instance) -> the output cap the plan chose for the seat; ValueError for a cap its role's range
+    `max_output = lo..hi` does not hold, or one on a role whose cap is fixed."""
+    roles = {slot.name: program.roles[slot.role] for slot in program.topologies[template.name].slots}
+    caps = {}
+    for seat in template.binding:
+        if seat.cap is None:
+            continue
+        role = roles.get(seat.slot)
+        if role is None or role.min_output is None or not isinstance(seat.cap, int) or not 1 <= seat.cap <= role.max_output:
+            raise ValueError(f"seat {seat.slot}[{seat.instance}]: output cap {seat.cap!r} is not one its role may have")
+        caps[(seat.slot, seat.instance)] = seat.cap
+    return caps
+
+
+def _verify_latency(system, template, program, caps=None) -> None:
     """The recorded worst-case latency is the critical path of the graph, and within the deadline.
 
     A recorded figure below the recomputed one is refused: it would promise a
@@ -299,7 +315,7 @@ def _verify_latency(system, template, program) -> None:
 
     where = f"system '{system.name}', template '{template.name}'"
     try:
-        bound = verified_latency(template.graph(), program.roles, program.models)
+        bound = verified_latency(template.graph(), program.roles, program.models, caps=caps)
     except ValueError as problem:
         raise PlanVerificationError(f"{where}: {problem}") from None
     recorded = template.worst_case_latency_s

@@ -27,10 +27,13 @@ def no_binding_text(system: SystemPlan, template: TemplatePlan) -> str:
 def binding_text(template: TemplatePlan) -> str:
     if not template.feasible:
         return "-"
-    models: dict[tuple[str, str], int] = {}
+    models: dict[tuple[str, str, int | None], int] = {}
     for seat in template.binding:
-        models[(seat.slot, seat.model)] = models.get((seat.slot, seat.model), 0) + 1
-    return ", ".join(f"{slot}: {count}x {model}" for (slot, model), count in models.items())
+        key = (seat.slot, seat.model, seat.cap)
+        models[key] = models.get(key, 0) + 1
+    # A cap the compiler chose (`max_output = lo..hi`) is shown after the model.
+    return ", ".join(f"{slot}: {count}x {model}" + ("" if cap is None else f" (cap {cap})")
+                     for (slot, model, cap), count in models.items())
 
 
 def compile_table(plan: Plan) -> str:

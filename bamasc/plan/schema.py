@@ -74,6 +74,9 @@ class PlanSeat:
     slot: str
     instance: int
     model: str
+    cap: int | None = None  # the output cap chosen in its role's `max_output = lo..hi`; absent when fixed
+
+    omitted_when_none = ("cap",)
 
 
 @record

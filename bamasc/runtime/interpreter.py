@@ -25,7 +25,7 @@ import asyncio
 import random
 
 from bamasc.program import Program
-from bamasc.ir.tokens import output_cap
+from bamasc.ir.tokens import output_cap, seat_models
 from bamasc.combinators import answer
 from bamasc.combinators.requests import Note
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, Seats, walk
@@ -80,7 +80,7 @@ class TaskRun:
         self.limiter = limiter
         self.rng = random.Random(f"{seed}:{task_id}")
         self.nodes = {node.id: node for node in template.nodes}
-        self.model_of = {(seat.slot, seat.instance): program.models[seat.model] for seat in template.binding}
+        self.model_of = seat_models(program.models, template.binding)  # each at its chosen output cap
         self.counts = template.counts
         self.expects = expectations(getattr(template, "decisions", ()))  # routers' and dynamic planners'
         self.outputs: dict[str, Output] = {}  # by call id, each call made so far

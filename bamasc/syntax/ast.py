@@ -58,6 +58,14 @@ class ListValue:
 
 
 @record
+class RangeValue:
+    """`128..384`: a range the compiler picks a value in (a role's `max_output`)."""
+    lo: Number
+    hi: Number
+    span: Span
+
+
+@record
 class Call:
     """`env("VAR")`, `policy("path")`: a name applied to literal arguments."""
 
@@ -67,7 +75,7 @@ class Call:
     func_span: Span
 
 
-Value = Number | Money | String | Ident | ListValue | Call
+Value = Number | Money | String | Ident | ListValue | RangeValue | Call
 
 
 # ---------------------------------------------------------------- attributes
@@ -350,47 +358,40 @@ class Module:
     declarations: tuple[Declaration, ...]
 
 
-# ---- `reference` combinators: the same fields, run as the BAMAS reference's engine runs them
-# (combinators/reference.py). Subclasses, so every pass that reads a chain reads a reference chain the same.
+# ---- `reference` combinators (combinators/reference.py): subclasses, so a pass reads them as the plain ones.
 
 
 class ReferenceChain(Chain):
     """`reference chain executor(task)`: the reference's linear template."""
-
     __slots__ = ()
     reference = True
 
 
 class ReferenceParallel(Parallel):
     """`reference parallel executor(task)`: the reference's star, one part per call."""
-
     __slots__ = ()
     reference = True
 
 
 class ReferenceVote(Vote):
     """`reference vote(parts)`: the reference's aggregation."""
-
     __slots__ = ()
     reference = True
 
 
 class ReferenceRefine(Refine):
     """`reference refine executor(task) with critic until approved`: the reference's feedback loop."""
-
     __slots__ = ()
     reference = True
 
 
 class ReferenceDynamic(Dynamic):
     """`reference plan planner(task) using executor max_steps n dynamic`: the reference's planner."""
-
     __slots__ = ()
     reference = True
 
 
-REFERENCE_FORMS = {Chain: ReferenceChain, Parallel: ReferenceParallel, Vote: ReferenceVote, Refine: ReferenceRefine,
-                   Dynamic: ReferenceDynamic}
+REFERENCE_FORMS = {c.__base__: c for c in (ReferenceChain, ReferenceParallel, ReferenceVote, ReferenceRefine, ReferenceDynamic)}
 
 
 def as_reference(node, span: Span):

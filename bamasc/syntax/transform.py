@@ -122,6 +122,10 @@ class Transformer:
     def list(self, node, children):
         return ast.ListValue(tuple(self.value(c) for c in children), self.span(node))
 
+    def range(self, node, children):
+        lo, hi = (self.value(c) for c in children)
+        return ast.RangeValue(lo, hi, self.span(node))
+
     def call(self, node, children):
         func, *args = children
         return ast.Call(func.value, tuple(self.value(a) for a in args), self.span(node), self.span(func))
