@@ -22,6 +22,9 @@ ON_EXHAUSTED = ("best_so_far", "fail")
 BUDGET_CHECKS = ("before", "after", "none")
 # Checks that let a task pass its budget (never its bound): the reference's, and a baseline's recorded run.
 UNGUARDED_CHECKS = frozenset({"after", "none"})
+# What the binder maximises: seats of the strongest tiers first (the BAMAS paper's order), or the sum over
+# seats of the role's weight times the model's quality for it (docs/language.md, "How the compiler binds").
+OBJECTIVES = ("tiers", "value")
 
 # Defaults a system gets when it does not say (documented in docs/language.md).
 DEFAULT_TASK_TOKENS = 500
@@ -138,6 +141,7 @@ class Role:
     # What the bound of its calls needs of its tools (combinators/tools.ToolLoop), resolved once every
     # tool is read (check/tools.py); None when it has none.
     loop: object = None
+    weight: float | None = None  # what a seat of it is worth under `objective = value`; None: the default rule
 
 
 @record
@@ -205,6 +209,7 @@ class System:
     reward: RewardConstants = DEFAULT_REWARD  # constants for training a policy (the `reward` block)
     deadline: float | None = None  # seconds per task; None: no deadline
     budget_check: str = "before"  # BUDGET_CHECKS; "after" or "none" only where the system says so
+    objective: str = "tiers"  # OBJECTIVES: what the binder maximises
 
     def checkpoint_path(self) -> str | None:
         """The file `select = policy("PATH")` names, relative to the file that declares the system."""
