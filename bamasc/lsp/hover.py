@@ -65,7 +65,8 @@ def _role(role) -> str:
     excerpt = "\n".join(lines[:PROMPT_LINES]) + ("\n…" if len(lines) > PROMPT_LINES else "")
     cap = role.max_output if role.max_output is not None else "the model's"
     return (
-        f"**role** `{role.name}`: max_output {cap}, reads `{role.reads}`\n\n"
+        f"**role** `{role.name}`: max_output {cap}, reads `{role.reads}`"
+        + (f", weight {role.weight:g}" if role.weight is not None else "") + "\n\n"
         f"```text\n{excerpt.replace('```', '` ` `')}\n```"
     )
 
@@ -95,6 +96,7 @@ def _system(system) -> str:
         f"- models: {', '.join(f'`{m}`' for m in system.models) or 'none'}",
         f"- templates: {', '.join(f'`{t}`' for t in system.topologies) or 'none'}",
         f"- budget: {budget}; task_tokens {system.task_tokens}; select {system.select.kind}",
+        f"- objective: {system.objective}",
     ])
 
 

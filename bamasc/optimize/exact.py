@@ -23,6 +23,7 @@ from bamasc.optimize.formulation import (
     Objective,
     ordered_objectives,
     quality_follows_tiers,
+    quality_objective,
     scaled_objective,
     scaled_row,
     tier_weights,
@@ -278,7 +279,7 @@ class TemplateSolver:
         """Tiers strongest first, then quality, then cost: one solve each ("in-turn"), or one in all
         ("combined", `_combined`). By value: the total value, then cost, in turn."""
         if problem.by_value:
-            return "in-turn", ordered_objectives(problem, model.ilp, self.method, tie_break=True)
+            return "in-turn", [quality_objective(problem, model.ilp), scaled_objective(list(model.cost), 0.0)]
         follows = quality_follows_tiers(problem, model.ilp)
         if self.method == "lexicographic" and follows and model.ilp.width <= self.strategy.combine_up_to_columns:
             combined = _combined(problem, model)
