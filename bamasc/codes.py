@@ -35,7 +35,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM206": ("unknown-placeholder", "A prompt placeholder names nothing the role receives."),
     "BAM207": ("invalid-count", "A token count or count bound is not a positive integer."),
     "BAM208": ("unit-error", "A value carries a unit that does not fit the attribute."),
-    "BAM209": ("invalid-quality", "A quality weight is not a positive number."),
+    "BAM209": ("invalid-quality", "A quality weight, or a role's weight, is not a positive number."),
     "BAM210": ("out-of-range", "A number is above the largest value the language accepts for it."),
     "BAM211": ("invalid-env-name", "env(\"...\") names no environment variable: a key, or text that is not a variable name."),
     "BAM212": ("unfilled-placeholder", "A call cannot fill a required {{placeholder}} of its role's prompt."),

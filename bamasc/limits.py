@@ -23,6 +23,8 @@ MAX_LENGTH_CLASSES = 16
 MAX_TIER = 1_000
 # Quality weights: 1.0 is the default; the solver compares totals to within 1e-7.
 MAX_QUALITY = 1_000.0
+# Role weights (`objective = value`): a seat is worth weight x quality, compared to within 1e-7 too.
+MAX_WEIGHT = 1_000.0
 # Constants and coefficients of require rows, whose counts never exceed a few thousand seats.
 MAX_REQUIRE_CONSTANT = 1_000_000
 # Slot-count combinations of one template (the product of its slots' ranges) that the binder

@@ -22,6 +22,9 @@ ON_EXHAUSTED = ("best_so_far", "fail")
 BUDGET_CHECKS = ("before", "after", "none")
 # Checks that let a task pass its budget (never its bound): the reference's, and a baseline's recorded run.
 UNGUARDED_CHECKS = frozenset({"after", "none"})
+# What the binder maximises: seats of the strongest tiers first (the BAMAS paper's order), or the sum over
+# seats of the role's weight times the model's quality for it (docs/language.md, "How the compiler binds").
+OBJECTIVES = ("tiers", "value")
 
 # Defaults a system gets when it does not say (documented in docs/language.md).
 DEFAULT_TASK_TOKENS = 500
@@ -140,6 +143,7 @@ class Role:
     loop: object = None
     # `max_output = lo..hi`: lo, the smallest cap the binder may pick for a seat (optimize/caps.py); None: fixed.
     min_output: int | None = None
+    weight: float | None = None  # what a seat of it is worth under `objective = value`; None: the default rule
 
 
 @record
@@ -214,6 +218,7 @@ class System:
     def classes(self) -> tuple[int, ...]:
         """The task lengths (tokens) the compiler binds each template for, ascending."""
         return self.length_classes or (self.task_tokens,)
+    objective: str = "tiers"  # OBJECTIVES: what the binder maximises
 
     def checkpoint_path(self) -> str | None:
         """The file `select = policy("PATH")` names, relative to the file that declares the system."""

@@ -113,7 +113,8 @@ def load(tmp_path, source: str):
 
 
 def brute_force(program, budget: float) -> tuple | None:
-    """Every count vector, every binding with instances strongest first: the best objective."""
+    """Every count vector, every binding with instances strongest first: the best objective (the
+    system's: tier counts, quality, cost; or by value, weight x quality, cost)."""
     system = program.systems["s"]
     topology = program.topologies["t"]
     pool = [program.models[name] for name in system.models]
@@ -154,7 +155,7 @@ def brute_force(program, budget: float) -> tuple | None:
             continue
         tiers = tuple(sum(pool[m].tier == t for _, _, m in seats) for t in order.tier_levels)
         quality = round(math.fsum(order.quality[s][m] for s, _, m in seats), 6)
-        objective = (*tiers, quality, -price)
+        objective = order.score(tiers, quality, price)
         if best is None or objective > best[0]:
             best = objective, worst_case_cost(unrolled.calls, bounds, unrolled.choices)
     return None if best is None else (*best[0][:-1], -best[1])
@@ -163,6 +164,8 @@ def brute_force(program, budget: float) -> tuple | None:
 def objective(binding) -> tuple | None:
     if not binding.feasible:
         return None
+    if binding.objective_kind == "value":
+        return (round(binding.quality, 6), -binding.worst_case_cost)
     return (*binding.tier_seats, round(binding.quality, 6), -binding.worst_case_cost)
 
 

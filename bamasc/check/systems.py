@@ -10,6 +10,7 @@ from bamasc.program import (
     DEFAULT_MIN_AGENTS,
     DEFAULT_REWARD,
     DEFAULT_TASK_TOKENS,
+    OBJECTIVES,
     ON_EXHAUSTED,
     RewardConstants,
     Selection,
@@ -24,6 +25,7 @@ from bamasc.syntax import ast
 SYSTEM_ATTRIBUTES = (
     "models", "topologies", "budget", "budgets", "task_tokens",
     "min_agents", "answer", "select", "on_exhausted", "reward", "deadline", "budget_check",
+    "objective",
 )
 REWARD_ATTRIBUTES = ("success", "failure", "overflow", "efficiency", "infeasible", "task_weight", "budget_weight")
 REWARD_WEIGHTS = ("task_weight", "budget_weight")
@@ -73,6 +75,7 @@ def read_system(decl: ast.SystemDecl, diagnostics: list[Diagnostic]) -> System:
         reward=_reward(attrs, decl.name, diagnostics),
         deadline=read_deadline(attrs, diagnostics),
         budget_check=attrs.choice("budget_check", BUDGET_CHECKS, "before"),
+        objective=attrs.choice("objective", OBJECTIVES, "tiers"),
     )
 
 

@@ -127,6 +127,12 @@ def plan_and_program(report: Report, args):
 
 def checked_system(report: Report, path: str, name: str | None):
     """The named (or first) system of a checked .bam file; None once the problems are printed."""
+    found = checked_program_system(report, path, name)
+    return None if found is None else found[1]
+
+
+def checked_program_system(report: Report, path: str, name: str | None):
+    """(the checked program, its named or first system) of a .bam file; None once the problems are printed."""
     from bamasc.plan.compile import check_file
 
     program, found, sources = check_file(path)
@@ -138,11 +144,11 @@ def checked_system(report: Report, path: str, name: str | None):
         if not program.systems:
             output.usage(report, "the file declares no system")
             return None
-        return next(iter(program.systems.values()))
+        return program, next(iter(program.systems.values()))
     if name not in program.systems:
         output.usage(report, f"no system '{name}'; the file declares: {', '.join(program.systems)}")
         return None
-    return program.systems[name]
+    return program, program.systems[name]
 
 
 def rows(report: Report, read, path: str, skip_bad: bool, error: type[Exception]):

@@ -11,7 +11,7 @@ from bamasc.check.systems import REWARD_ATTRIBUTES, SYSTEM_ATTRIBUTES
 from bamasc.check.tools import TOOL_ATTRIBUTES
 from bamasc.check.topologies import FLOW_INPUTS
 from bamasc.combinators import combinator_of
-from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, ON_EXHAUSTED, READS, SELECTIONS
+from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, OBJECTIVES, ON_EXHAUSTED, READS, SELECTIONS
 from bamasc.provider_registry import names as provider_names
 from bamasc.records import record
 from bamasc.syntax import ast
@@ -27,7 +27,7 @@ BLOCKS = {"price": ("input", "output"), "reward": REWARD_ATTRIBUTES}
 ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES, "tool": TOOL_ATTRIBUTES}
 CHOICES = {
     "reads": READS, "answer": ANSWER_KINDS, "select": SELECTIONS, "on_exhausted": ON_EXHAUSTED,
-    "budget_check": BUDGET_CHECKS,
+    "budget_check": BUDGET_CHECKS, "objective": OBJECTIVES,
 }
 LISTS = {"models": "model", "topologies": "topology", "tools": "tool"}
 

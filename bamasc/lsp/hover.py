@@ -67,7 +67,8 @@ def _role(role) -> str:
     if role.min_output is not None:  # a range: the binder picks each seat's cap in it
         cap = f"{role.min_output}..{role.max_output} (the compiler picks each seat's cap)"
     return (
-        f"**role** `{role.name}`: max_output {cap}, reads `{role.reads}`\n\n"
+        f"**role** `{role.name}`: max_output {cap}, reads `{role.reads}`"
+        + (f", weight {role.weight:g}" if role.weight is not None else "") + "\n\n"
         f"```text\n{excerpt.replace('```', '` ` `')}\n```"
     )
 
@@ -97,6 +98,7 @@ def _system(system) -> str:
         f"- models: {', '.join(f'`{m}`' for m in system.models) or 'none'}",
         f"- templates: {', '.join(f'`{t}`' for t in system.topologies) or 'none'}",
         f"- budget: {budget}; task_tokens {system.task_tokens}; select {system.select.kind}",
+        f"- objective: {system.objective}",
     ])
 
 

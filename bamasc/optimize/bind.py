@@ -38,7 +38,8 @@ from bamasc.optimize.prune import MARGIN, Vector
 from bamasc.optimize.statements import NotDecomposable
 from bamasc.optimize import strategy as strategies
 from bamasc.optimize.strategy import BindPath, BindStrategy
-from bamasc.program import Program, System
+from bamasc.optimize.value import SeatWorth
+from bamasc.program import Model, Program, System
 from bamasc.records import replace
 
 def bind_template(
@@ -61,17 +62,18 @@ def bind_template(
     pool = [program.models[name] for name in system.models]
     tiers = tuple(sorted({m.tier for m in pool}))
     # Every tier keeps a model (only a model of the same tier dominates), so `tiers` is unchanged.
-    pool = undominated(pool, [program.roles[slot.role] for slot in topology.slots])
     too_large = too_many_units(topology)
     if too_large:
         raise BindingError(too_large[0])
+    largest = unroll(topology, {slot.name: slot.hi for slot in topology.slots})
+    quality = SeatWorth(program, topology, largest.calls).quality if system.objective == "value" else Model.quality_for
+    pool = undominated(pool, [program.roles[slot.role] for slot in topology.slots], quality)
     slot_index = {slot.name: i for i, slot in enumerate(topology.slots)}
     rows = tuple(
         RequireRow(tuple((slot_index[s], t, c) for s, t, c in row.terms), row.sense, row.rhs)
         for row in (linear_row(r) for r in topology.requires)
     )
     ranges = tuple(range(slot.lo, slot.hi + 1) for slot in topology.slots)
-    largest = unroll(topology, {slot.name: slot.hi for slot in topology.slots})
     order = _order_problem(program, system, topology, pool, rows, budget, largest)
     solver = TemplateSolver(program, system, topology, pool, order, method, largest, strategy)
     found, search, vectors = _best(solver, ranges)
@@ -132,6 +134,7 @@ def _result(template, budget, topology, pool, tiers, found, solver, path: BindPa
         cheapest_cost=None,
         binding_rows=(),
         path=path,
+        objective_kind=solver.order.objective,
     )
 
 
@@ -153,13 +156,18 @@ def _seat_problem(program, system, topology, pool, counts, unrolled, rows, budge
         hi=tuple(counts[slot.name] for slot in topology.slots),
         model_names=tuple(m.name for m in pool),
         tiers=tuple(m.tier for m in pool),
-        quality=tuple(tuple(m.quality_for(slot.role) for m in pool) for slot in topology.slots),
+        quality=(
+            SeatWorth(program, topology, unrolled.calls).values(topology, pool)
+            if system.objective == "value"
+            else tuple(tuple(m.quality_for(slot.role) for m in pool) for slot in topology.slots)
+        ),
         cost=tuple(
             tuple(tuple(cost[(slot.name, k)]) for k in range(counts[slot.name])) for slot in topology.slots
         ),
         require=rows,
         min_agents=system.min_agents,
         budget=budget,
+        objective=system.objective,
     )
 
 
@@ -221,7 +229,8 @@ def _enumerate(solver: TemplateSolver, fixings, analyse, budget, cheapest: bool,
         elif cheapest:
             better = (found.exact, vector.index) < (best.exact, at)
         else:
-            better = objective(found) > objective(best) or (objective(found) == objective(best) and vector.index < at)
+            found_score, best_score = objective(found, solver.order), objective(best, solver.order)
+            better = found_score > best_score or (found_score == best_score and vector.index < at)
         if better:
             best, at = found, vector.index
 
@@ -232,7 +241,7 @@ def _enumerate(solver: TemplateSolver, fixings, analyse, budget, cheapest: bool,
         return best
     # Most seats first: the best binding found early leaves the most to skip.
     for vector in sorted(vectors, key=lambda v: (-len(v.seats), v.index)):
-        if best is None or not vector.cannot_win(objective(best), vector.index < at):
+        if best is None or not vector.cannot_win(objective(best, solver.order), vector.index < at):
             solve(vector)
     return best
 
@@ -281,6 +290,7 @@ def _infeasible(template, budget, tiers, solver, order, ranges, path: BindPath) 
         cheapest_cost=None if cheapest is None else cheapest.exact,
         binding_rows=tuple(sorted(rows)),
         path=path,
+        objective_kind=solver.order.objective,
     )
 
 

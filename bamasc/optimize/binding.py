@@ -48,8 +48,12 @@ class TemplateBinding:
     binding_rows: tuple[str, ...]  # when infeasible: rules whose removal alone would admit a binding
     estimate: float | None = None  # --cost-model paper: the reference's per-seat estimate of the binding, µ$
     path: BindPath | None = None  # how the binder found it (shown by `bamasc explain`; not in the plan)
+    objective_kind: str = "tiers"  # the system's `objective`: what `objective` ranks by
 
     @property
     def objective(self) -> tuple:
-        """Larger is better: seats per tier strongest first, then quality, then lower cost."""
+        """Larger is better: seats per tier strongest first, then quality, then lower cost; by value,
+        quality (the sum of weight x quality), then lower cost."""
+        if self.objective_kind == "value":
+            return (round(self.quality, 9), -self.worst_case_cost)
         return (*self.tier_seats, round(self.quality, 9), -self.worst_case_cost)

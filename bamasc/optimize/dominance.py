@@ -27,9 +27,11 @@ from bamasc.program import Model, Role
 _ANY_PROMPT = 10**12
 
 
-def undominated(pool: list[Model], roles: list[Role]) -> list[Model]:
-    """`pool` without the models another model of the pool strictly dominates, in pool order."""
-    profiles = [_profile(model, roles) for model in pool]
+def undominated(pool: list[Model], roles: list[Role], quality=Model.quality_for) -> list[Model]:
+    """`pool` without the models another model of the pool strictly dominates, in pool order.
+
+    `quality(model, role name)` is the quality the objective sees (by value, `value.model_quality`)."""
+    profiles = [_profile(model, roles, quality) for model in pool]
     return [
         model
         for model, mine in zip(pool, profiles)
@@ -37,12 +39,12 @@ def undominated(pool: list[Model], roles: list[Role]) -> list[Model]:
     ]
 
 
-def covers(d: Model, m: Model, roles: list[Role]) -> bool:
+def covers(d: Model, m: Model, roles: list[Role], quality=Model.quality_for) -> bool:
     """Is `d` at least as good as `m` for these roles in everything the bound and the objective see?"""
-    return _covers(_profile(d, roles), _profile(m, roles))
+    return _covers(_profile(d, roles, quality), _profile(m, roles, quality))
 
 
-def _profile(model: Model, roles: list[Role]) -> tuple:
+def _profile(model: Model, roles: list[Role], quality) -> tuple:
     prices = model.prices()
     # The bound bills each call at its worst rates for its prompt length (cached reads at the
     # dearer of the two): the least that ever is, is the rate of the shortest prompt.
@@ -50,7 +52,7 @@ def _profile(model: Model, roles: list[Role]) -> tuple:
     latency = model.latency
     return (
         model.tier,
-        tuple(model.quality_for(role.name) for role in roles),
+        tuple(quality(model, role.name) for role in roles),
         tuple(output_cap(role, model) for role in roles),
         # the most the bound may bill it, and the least: per input, output and cache-write token, per request
         (highest.input, highest.output, highest.cache_write, prices.per_request),

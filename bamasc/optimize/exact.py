@@ -23,7 +23,9 @@ from bamasc.optimize.formulation import (
     Objective,
     ordered_objectives,
     quality_follows_tiers,
+    quality_objective,
     scaled_objective,
+    scaled_row,
     tier_weights,
 )
 from bamasc.optimize.highs import optimise_columns
@@ -52,8 +54,9 @@ class Found:
     quality: float
 
 
-def objective(found: Found) -> tuple:
-    return (*found.tier_seats, round(found.quality, 9), -found.exact)
+def objective(found: Found, problem: SeatProblem) -> tuple:
+    """What `found` scores under `problem`'s objective, larger being better."""
+    return problem.score(found.tier_seats, round(found.quality, 9), found.exact)
 
 
 def has_idle_seat(unrolled: Unrolled, counts: dict[str, int]) -> bool:
@@ -158,6 +161,8 @@ class TemplateSolver:
         else:
             way, objectives = self.objectives(problem, model)
         if len(objectives) > 1 and lexicographic and model.ilp.width > self.strategy.split_from_columns:
+            if problem.by_value:
+                return self._value_in_steps(problem, statements, seconds, model, objectives[0])
             return self._in_steps(problem, statements, seconds, model)
         self._went(way)
         self.solves += len(objectives)
@@ -210,6 +215,28 @@ class TemplateSolver:
         presolve = narrow.ilp.width <= self.strategy.narrow_presolve_up_to_columns
         return narrow, optimise_columns(narrow.ilp, rest, presolve=presolve, sub_mips=False)
 
+    def _value_in_steps(self, problem, statements, seconds, model, value):
+        """By value: the total value on `model`, then the cost on a MILP that prices reads in the R/Q
+        form (as `_in_steps` solves its last objectives), with a row holding the value at its optimum.
+
+        Both MILPs price every binding alike, so the cheapest binding of the highest value is the
+        same; the pairwise products only help to settle the value. Returns the MILP solved last and
+        its solution (None: infeasible)."""
+        self._went("in-steps")
+        self.solves += 1
+        presolve = model.ilp.width <= self.strategy.presolve_up_to_columns
+        values = optimise_columns(model.ilp, [value], presolve=presolve)
+        if values is None:
+            return model, None
+        best = math.fsum(problem.quality[s][m] for (s, _, m), x in zip(model.ilp.seats, values) if x > 0.5)
+        narrow = build(problem, statements, self.pool, self.roles, seconds, coupled_reads=False)
+        worth = tuple(problem.quality[s][m] for s, _, m in narrow.ilp.seats)
+        held = scaled_row(MilpRow("value", tuple(range(len(worth))), worth, best - QUALITY_TOLERANCE, math.inf))
+        narrow = replace(narrow, ilp=replace(narrow.ilp, rows=(*narrow.ilp.rows, held)))
+        self.solves += 1
+        presolve = narrow.ilp.width <= self.strategy.narrow_presolve_up_to_columns
+        return narrow, optimise_columns(narrow.ilp, [scaled_objective(list(narrow.cost), 0.0)], presolve=presolve, sub_mips=False)
+
     def _sweep(self, problem, statements, model):
         """(the MILP that priced it, its binding's column values: None when none fits the budget) by
         the dynamic program over slots (optimize/pareto.py), or None where that does not apply.
@@ -250,7 +277,9 @@ class TemplateSolver:
 
     def objectives(self, problem: SeatProblem, model) -> tuple[str, list[Objective]]:
         """Tiers strongest first, then quality, then cost: one solve each ("in-turn"), or one in all
-        ("combined", `_combined`)."""
+        ("combined", `_combined`). By value: the total value, then cost, in turn."""
+        if problem.by_value:
+            return "in-turn", [quality_objective(problem, model.ilp), scaled_objective(list(model.cost), 0.0)]
         follows = quality_follows_tiers(problem, model.ilp)
         if self.method == "lexicographic" and follows and model.ilp.width <= self.strategy.combine_up_to_columns:
             combined = _combined(problem, model)

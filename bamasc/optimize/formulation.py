@@ -266,7 +266,12 @@ def scaled_objective(coefficients: list[float], tolerance: float) -> Objective:
 
 
 def ordered_objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_break: bool) -> list[Objective]:
-    """Objectives in priority order, each to minimise (maximised things are negated)."""
+    """Objectives in priority order, each to minimise (maximised things are negated).
+
+    By value there are no tier objectives, whatever `method`: the total quality, then the cost."""
+    if problem.by_value:
+        value = quality_objective(problem, ilp)
+        return [value, cost_objective(problem, ilp)] if tie_break else [value]
     levels = problem.tier_levels
     # An integer objective moves in steps of 1, so a tolerance of 0.5 keeps it at
     # its optimum exactly while absorbing floating-point noise in the solver.
@@ -285,8 +290,12 @@ def ordered_objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_brea
     cost = cost_objective(problem, ilp)
     if quality_follows_tiers(problem, ilp):
         return [*tiers, cost]
-    quality = scaled_objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
-    return [*tiers, quality, cost]
+    return [*tiers, quality_objective(problem, ilp), cost]
+
+
+def quality_objective(problem: SeatProblem, ilp: SeatIlp) -> Objective:
+    """Total quality to maximise (by value: weight x quality per seat), held to within QUALITY_TOLERANCE."""
+    return scaled_objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
 
 
 def cost_objective(problem: SeatProblem, ilp: SeatIlp) -> Objective:
@@ -314,8 +323,10 @@ def quality_follows_tiers(problem: SeatProblem, ilp: SeatIlp) -> bool:
 
     Then total quality is a sum over tier counts, fixed once the tier objectives
     are, and solving for it would only repeat their answer (the common case: no
-    `quality` declared, 1.0 everywhere).
+    `quality` declared, 1.0 everywhere). Never by value, which has no tier objectives.
     """
+    if problem.by_value:
+        return False
     quality_of_tier: dict[int, float] = {}
     for s, _, m in ilp.seats:
         if quality_of_tier.setdefault(problem.tiers[m], problem.quality[s][m]) != problem.quality[s][m]:

@@ -22,6 +22,8 @@ configuration). The best complete label is the lexicographic optimum
 the MILP would find: most seats of each tier strongest first, then the highest
 quality (within `QUALITY_TOLERANCE`), then the lowest cost, all priced by the
 MILP's own cost coefficients, so exact.py checks the answer the same way.
+By value (`objective = value`) labels have no tier counts: the best is the
+highest quality (each seat's weight x quality), then the lowest cost.
 
 A `min_agents` above the slots' lower counts is left out of the program: where
 the best binding without it seats that many, it is the best binding with it
@@ -133,7 +135,8 @@ def _solve(problem, model, slots, products, configurations, budget_tolerance) ->
     base = problem.capacity + 1
     if base ** len(levels) > 2**62:
         return None
-    weight = {t: base ** (len(levels) - 1 - i) for i, t in enumerate(levels)}
+    # By value there are no tier counts: every key is 0, and labels compare by quality, then cost.
+    weight = {t: 0 if problem.by_value else base ** (len(levels) - 1 - i) for i, t in enumerate(levels)}
     model_of = [m for _, _, m in ilp.seats]
     slot_of = [s for s, _, _ in ilp.seats]
     limit = problem.budget * (1 + budget_tolerance) if math.isfinite(problem.budget) else math.inf

@@ -2,7 +2,9 @@
 
 A seat is one instance k of one slot s running one model m, written (s, k, m).
 A binding picks seats so that the strongest tiers are filled first, then
-quality, then cost, within the budget.
+quality, then cost, within the budget; under the value objective, the highest
+total quality (each seat's role weight times its model's quality, as the
+caller fills `quality`), then cost.
 
 What a `SeatProblem` deliberately does not hold: templates, ASTs or call graphs
 (callers turn those into a problem); costs that depend on how many instances a
@@ -25,6 +27,7 @@ Seat = tuple[int, int, int]
 """(slot index, instance index, model index)."""
 
 SENSES = ("<=", ">=", "==")
+OBJECTIVES = ("tiers", "value")  # bamasc.program.OBJECTIVES
 
 
 @record
@@ -63,6 +66,17 @@ class SeatProblem:
     # `cost` holds one vector's costs for a problem that spans many (a template's); () means
     # `cost` is that least (see `least_seat_cost`).
     floor: tuple[tuple[float, ...], ...] = ()
+    # "tiers": most seats of each tier, strongest first, then quality, then cost; "value": the highest
+    # quality (there the caller's weight x quality per seat), then cost.
+    objective: str = "tiers"
+
+    @property
+    def by_value(self) -> bool:
+        return self.objective == "value"
+
+    def score(self, tier_counts: tuple[int, ...], quality: float, cost: float) -> tuple:
+        """What a binding scores, larger being better (`quality` as compared: rounded by the caller)."""
+        return (quality, -cost) if self.by_value else (*tier_counts, quality, -cost)
 
     def __post_init__(self) -> None:
         if not self.quality:
@@ -125,6 +139,8 @@ def _validate(problem: SeatProblem) -> None:
             # A tier no model has is allowed: it counts zero seats.
             if not 0 <= slot < slots or (tier is not None and tier < 1):
                 raise ValueError(f"require term names an unknown slot or a tier below 1: {(slot, tier)}")
+    if problem.objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {problem.objective!r}")
     if math.isnan(problem.budget):
         raise ValueError("budget is NaN")
     for binding in problem.excluded:
@@ -141,7 +157,7 @@ class Binding:
     tier_counts: tuple[int, ...]  # seats per tier level, strongest first
     quality: float  # sum of quality over seats
     cost: float  # sum of worst-case seat costs, µ$
-    objective: tuple[float, ...]  # (*tier_counts, quality, -cost); larger is better
+    objective: tuple[float, ...]  # (*tier_counts, quality, -cost), or (quality, -cost) by value; larger is better
 
     def counts(self, problem: SeatProblem) -> tuple[int, ...]:
         """Instances per slot."""
@@ -158,7 +174,7 @@ def evaluate(problem: SeatProblem, seats: Sequence[Seat]) -> Binding:
     tier_counts = tuple(sum(1 for _, _, m in seats if problem.tiers[m] == t) for t in levels)
     quality = math.fsum(problem.quality[s][m] for s, _, m in seats)
     cost = math.fsum(problem.cost[s][k][m] for s, k, m in seats)
-    return Binding(seats, tier_counts, quality, cost, (*tier_counts, quality, -cost))
+    return Binding(seats, tier_counts, quality, cost, problem.score(tier_counts, quality, cost))
 
 
 def violations(problem: SeatProblem, seats: Sequence[Seat]) -> tuple[str, ...]:

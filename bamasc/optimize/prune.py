@@ -13,7 +13,8 @@ any binding), in about a tenth of the time of its MILP:
   the pool's tier-t models fits; so no binding has more tier-1 seats than the
   seats that may be tier 1, nor (with that many) more tier-2 seats than the
   rest that may be tier 2, and so on (`Vector.best_possible`);
-- its quality is at most each seat's best quality among the tiers it may hold.
+- its quality is at most each seat's best quality among the tiers it may hold
+  (by value, where there are no tier counts, that sum bounds the objective).
 
 Vectors are solved best bound first; one whose bound is below the best binding
 found so far (or equal to it, later in product order, which loses ties) is
@@ -88,6 +89,8 @@ class Vector:
         """Does every binding of this vector score below `incumbent` (or equal, being later in product
         order)? Seats are counted tier by tier, strongest first, until the answer is known."""
         problem = self.solver.order
+        if problem.by_value:
+            return self._below(self._most_value(), incumbent, earlier)
         levels = problem.tier_levels
         if len(self.seats) < incumbent[0]:
             return True
@@ -113,6 +116,23 @@ class Vector:
             left = [seat for seat in left if seat not in level_of]
         pool = range(len(self.solver.pool))
         quality = sum(max(problem.quality[s][m] for m in pool if problem.tiers[m] == level_of[s, k]) for s, k in self.seats)
+        return self._below(quality, tuple(incumbent[len(levels) :]), earlier)
+
+    def _below(self, quality: float, incumbent: tuple, earlier: bool) -> bool:
+        """Is (at most `quality`, at least the floor's cost) below the incumbent's (quality, -cost)?"""
         bound = (round(quality, 9) + 1e-9, -self.floor * (1 - MARGIN))
-        rest = tuple(incumbent[len(levels) :])
-        return bound < rest or (bound == rest and not earlier)
+        return bound < incumbent or (bound == incumbent and not earlier)
+
+    def _most_value(self) -> float:
+        """By value: each seat's highest value among the tiers whose models it may hold within the budget."""
+        problem = self.solver.order
+        total = 0.0
+        for s, k in self.seats:
+            best = 0.0
+            for level in problem.tier_levels:
+                members = [m for m in range(len(self.solver.pool)) if problem.tiers[m] == level]
+                most = max(problem.quality[s][m] for m in members)
+                if most > best and self.fits(self.least((s, k), [self.solver.pool[m] for m in members])):
+                    best = most
+            total += best
+        return total

@@ -174,6 +174,8 @@ def template_plan(binding: TemplateBinding, program: Program) -> TemplatePlan:
             "tiers": list(binding.tiers),
             "tier_seats": list(binding.tier_seats),
             "quality": binding.quality,
+            # Only by value (the sum of weight x quality is then `quality`), so plans by tiers keep their fields.
+            **({"kind": "value"} if binding.objective_kind == "value" else {}),
         },
         counts=dict(binding.counts),
         binding=tuple(PlanSeat(s.slot, s.instance, s.model, s.cap) for s in binding.seats),

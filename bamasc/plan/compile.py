@@ -102,6 +102,10 @@ def bind_checked(
             raise CompileError(f"system '{name}' has no budget; give one in the file or with --budget")
         if not limit <= MAX_BUDGET:  # NaN too
             raise CompileError(f"a budget of {limit:g} µ$ is above the limit of {written(MAX_BUDGET)} µ$ per task")
+        if declared.objective == "value" and method in ("paper", "greedy"):
+            option = "--cost-model paper" if method == "paper" else "--method greedy"
+            raise CompileError(f"system '{name}' binds by value (objective = value), and {option} binds by the "
+                               "paper's tiers; leave it out, or compile a system with objective = tiers")
         found, problems = _bind_all(program, declared, limit, method)
         result.diagnostics.extend(problems)
         found, late = _within_deadline(program, declared, found)

@@ -14,6 +14,7 @@ from bamasc.ir.tokens import seat_model, seat_models
 from bamasc.ir.unroll import unroll
 from bamasc.ir.latency import worst_case_latency
 from bamasc.optimize.strategy import BindPath
+from bamasc.optimize.value import SeatWorth
 from bamasc.plan.build import DEADLINE_ROW, source_label
 from bamasc.plan.render import binding_text, pick_template, text_table
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
@@ -34,6 +35,8 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
     chosen = seat_models(program.models, template.binding)
     rows = [linear_row(r) for r in topology.requires]
     deadline = program.systems[system.name].deadline
+    worth = SeatWorth(program, topology, unroll(topology, {s.name: s.hi for s in topology.slots}).calls)
+    by_value = program.systems[system.name].objective == "value"
     findings = []
     for seat in template.binding:
         role = topology.slot(seat.slot).role
@@ -61,6 +64,9 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
                     "tier": model.tier,
                     "latency_s": seconds,
                     "over_deadline": seconds is not None and seconds > deadline * (1 + 1e-9),
+                    # By value: what the seat would be worth more (weight x quality), else None.
+                    "worth": worth.weight(role) * (worth.quality(model, role) - worth.quality(current, role))
+                    if by_value else None,
                 }
             )
     return findings
@@ -78,6 +84,8 @@ def _reason(finding: dict) -> str:
     if finding["broken_rows"]:
         rows = ", ".join(f"require #{i + 1}" for i in finding["broken_rows"])
         return f"{finding['alternative']}: {change}; breaks {rows}"
+    if finding.get("worth") is not None:
+        return _value_reason(finding, change)
     if finding["stronger"]:
         late = f"{finding['latency_s']:.3f} s, over the deadline" if finding.get("over_deadline") else None
         if finding["over_budget"]:
@@ -86,6 +94,37 @@ def _reason(finding: dict) -> str:
             return f"stronger {finding['alternative']}: {change}, fits the budget but takes {late}"
         return f"stronger {finding['alternative']}: {change}, fits alone, but the instance order or another seat's model would have to give way"
     return f"weaker {finding['alternative']} (tier {finding['tier']}): {change}; the objective prefers stronger seats"
+
+
+def _value_reason(finding: dict, change: str) -> str:
+    """Why an alternative lost by value: it is worth less, the same for no less cost, or does not fit."""
+    worth = finding["worth"]
+    if abs(worth) <= 1e-9:
+        return f"{finding['alternative']}: {change}; worth the same, so the cheaper binding wins"
+    if worth < 0:
+        return f"{finding['alternative']}: {change}; worth {-worth:.3g} less (weight x quality)"
+    gain = f"{finding['alternative']} worth {worth:.3g} more: {change}"
+    late = f"{finding['latency_s']:.3f} s, over the deadline" if finding.get("over_deadline") else None
+    if finding["over_budget"]:
+        return f"{gain}, over the budget" + (f" and {late}" if late else "")
+    if late:
+        return f"{gain}, fits the budget but takes {late}"
+    return f"{gain}, fits alone, but the instance order or another seat's model would have to give way"
+
+
+def objective_lines(program, system: SystemPlan, template: TemplatePlan) -> list[str]:
+    """Which objective chose the binding, and by value what each slot's seats weigh and the binding is worth."""
+    declared = program.systems[system.name]
+    if declared.objective != "value":
+        return ["Objective: tiers (most seats of the strongest tier, then of the next, ...; then quality; then cost)"]
+    topology = program.topologies[template.name]
+    worth = SeatWorth(program, topology, unroll(topology, {s.name: s.hi for s in topology.slots}).calls)
+    role = {slot.name: slot.role for slot in topology.slots}
+    total = sum(worth.weight(role[seat.slot]) * worth.quality(program.models[seat.model], role[seat.slot])
+                for seat in template.binding)
+    weights = ", ".join(f"{slot.name} {worth.weight(slot.role):g}" for slot in topology.slots)
+    return [f"Objective: value (the sum of weight x quality over seats, then the lowest cost): {total:.4g}; "
+            f"weights: {weights}"]
 
 
 def tight_rows(program, system: SystemPlan, template: TemplatePlan) -> list[str]:
@@ -172,6 +211,7 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
     lines = [
         f"system {system.name}, template {template.name}: worst case {template.worst_case_cost:.1f} µ$ "
         f"of a {system.budget:g} µ$ budget" + _latency_note(system, template),
+        *objective_lines(program, system, template),
         "",
         "Calls (tokens x USD/Mtok = µ$):",
         text_table(["call", "role@model", "input", "output", "bound µ$", "runs when"], call_rows),

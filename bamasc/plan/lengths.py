@@ -163,6 +163,9 @@ class LengthFit:
 
 def _rank(template) -> tuple:
     """The binder's order on bindings (optimize/binding.py: TemplateBinding.objective) before the cost, which
-    breaks its ties: seats per tier strongest first, then quality."""
+    breaks its ties: seats per tier strongest first, then quality; by value (`objective = value`), the sum of
+    weight x quality."""
     objective = template.objective
+    if objective.get("kind") == "value":
+        return (round(objective["quality"], 9),)
     return (*objective["tier_seats"], round(objective["quality"], 9))

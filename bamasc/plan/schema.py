@@ -85,7 +85,7 @@ class TemplatePlan:
     feasible: bool
     worst_case_cost: float | None  # µ$; None when infeasible
     worst_case_latency_s: float | None  # the critical path; None when a bound model declares no latency
-    objective: dict  # {"tiers": [...], "tier_seats": [...], "quality": q}
+    objective: dict  # {"tiers": [...], "tier_seats": [...], "quality": q}, and "kind": "value" by value
     counts: dict  # slot -> instances
     binding: tuple[PlanSeat, ...]
     nodes: tuple[PlanNode, ...]

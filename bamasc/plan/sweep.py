@@ -29,11 +29,13 @@ def sweep(rows: list[tuple[float, dict[str, list[TemplateBinding]]]]) -> dict:
                 },
             }
         )
-    return {"system": system, "points": points, "pareto": _pareto(points)}
+    by_value = any(b.objective_kind == "value" for _, by_system in rows for b in by_system[system])
+    return {"system": system, "points": points, "pareto": _pareto(points, by_value)}
 
 
-def _pareto(points: list[dict]) -> list[dict]:
-    """Distinct (template, bound, objective) options that no other option beats on both cost and strength."""
+def _pareto(points: list[dict], by_value: bool = False) -> list[dict]:
+    """Distinct (template, bound, objective) options that no other option beats on both cost and strength
+    (seats per tier, then quality; by value, the value alone)."""
     options = {}
     for point in points:
         for name, entry in point["templates"].items():
@@ -43,8 +45,12 @@ def _pareto(points: list[dict]) -> list[dict]:
     front = []
     for key, first_budget in options.items():
         name, cost, seats, quality = key
+        strength = (quality,) if by_value else (seats, quality)
         dominated = any(
-            other_cost <= cost and (other_seats, other_quality) >= (seats, quality) and (other_cost, other_seats, other_quality) != (cost, seats, quality)
+            other_cost <= cost
+            and ((other_quality,) if by_value else (other_seats, other_quality)) >= strength
+            and (other_cost, other_seats, other_quality) != (cost, seats, quality)
+            and not (by_value and (other_cost, other_quality) == (cost, quality))
             for (_, other_cost, other_seats, other_quality) in options
         )
         if not dominated:

@@ -63,7 +63,7 @@ def test_pruning_never_changes_the_best_binding(tmp_path, monkeypatch, seed):
     program = load(tmp_path, source)
     system = program.systems["s"]
     pruned = bind.bind_template(program, system, "t", system.budget)
-    monkeypatch.setattr(bind, "undominated", lambda pool, roles: pool)
+    monkeypatch.setattr(bind, "undominated", lambda pool, roles, quality: pool)
     full = bind.bind_template(program, system, "t", system.budget)
     assert pruned.feasible == full.feasible
     if full.feasible:
