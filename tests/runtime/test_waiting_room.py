@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bamasc.plan.lengths import LengthFit
 from bamasc.runtime.batch import BatchBudget
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.providers.base import Completion
@@ -48,8 +49,9 @@ def test_a_task_waiting_for_room_in_the_total_ends_at_its_deadline(tmp_path):
     system = plan.systems[0]
     template = system.template(system.selection["selected"])
     provider = Holding()
-    # Room for one task's worst case: the second waits for the first to settle, which waits for the second to end.
-    ledger = BatchBudget(template.worst_case_cost * 1.5)
+    # Room for one task's worst case (at its length: a one-token task): the second waits for the first to settle,
+    # which waits for the second to end.
+    ledger = BatchBudget(LengthFit(program, system).bound_at(template, 1) * 1.5)
     batch = Batch(program, system, ExecOptions(retry=RETRY), {"remote": provider}, TraceWriter(None), {}, ledger)
     results = {}
 
