@@ -160,3 +160,52 @@ def test_the_dataset_report_counts_classes_and_too_long_tasks(tmp_path, capsys):
     assert "length classes: 100 tokens: 2 tasks, 400 tokens: 1 task" in out
     (late,) = [line for line in _task_lines(tmp_path / "t.jsonl") if line["status"] == "too_long"]
     assert late["task_id"] == "t9000" and "9000 tokens" in late["error"]
+
+
+ALL_THREE = """\
+model strong { provider = fake  name = "s"  price { input = 4  output = 8 }  tier = 1 }
+model weak { provider = fake  name = "w"  price { input = 1  output = 2 }  tier = 2 }
+role Router {
+  max_output = 8
+  prompt = "Route: {{task}}"
+}
+role Solver {
+  max_output = 64..256
+  prompt = "Solve: {{task}} {{previous?}}"
+}
+topology t {
+  slot router : Router [1..1]
+  slot solver : Solver [2..2]
+  flow {
+    answer route router(task) {
+      a: chain solver(task)
+      otherwise: task
+    }
+  }
+}
+system s {
+  models      = [strong, weak]
+  topologies  = [t]
+  budget      = 3000
+  objective   = value
+  task_tokens = [100, 400]
+}
+"""
+
+
+def test_length_classes_with_chosen_caps_and_the_value_objective(tmp_path):
+    """Each class binds by value with its own caps; every task is charged at full caps exactly its line's bound."""
+    compiled = compile_file(_write(tmp_path, ALL_THREE))
+    system = compiled.plan.systems[0]
+    short, long = system.templates[0], system.length_classes[0].templates[0]
+    assert short.objective["kind"] == long.objective["kind"] == "value"
+    assert all(seat.cap is not None for seat in short.binding + long.binding if seat.slot == "solver")
+    assert [s.model for s in short.binding if s.slot == "router"] == ["weak"]  # a router is worth no more on strong
+    lengths = [1, 60, 100, 250, 400, 900, 5000]
+    lines = sorted(_run(tmp_path, ALL_THREE, lengths, "verbose"), key=_index)
+    classes = {line["task_tokens"]: line["length_class"] for line in lines if line["status"] != "too_long"}
+    assert classes[60] == 100 and classes[400] == 400
+    for line in lines:
+        if line["status"] != "too_long":
+            assert line["cost"] == pytest.approx(line["bound"], abs=1e-6) and line["bound"] <= 3000, line
+    assert [line["status"] for line in lines if line["task_tokens"] == 5000] == ["too_long"]
