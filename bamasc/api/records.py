@@ -66,12 +66,15 @@ class Result:
     status: str  # ok | exhausted | failed | error | overbilled | skipped_total | skipped_budget | too_long | interrupted
     cost: float  # µ$ charged, earlier runs of the task included
     budget: float | None  # µ$ the task ran under; None when skipped for the total
-    bound: float | None  # µ$: the template's proven worst case
+    bound: float | None  # µ$: the proven worst case of the binding that ran, at the task's own length
     template: str | None
     error: str | None
     exhausted: str | None  # "budget" or "deadline" when that ran out
     elapsed_s: float
     calls: tuple[Call, ...]  # every attempt, in the order they ended
+    task_tokens: int | None = None  # the task's length in tokens, at which `bound` is taken
+    length_class: int | None = None  # the `task_tokens` of the length class whose binding ran
+    fits_up_to: int | None = None  # `too_long`: the longest task a binding fits at the budget
 
     @property
     def ok(self) -> bool:
@@ -135,4 +138,6 @@ def result_of(outcome: Any, calls: tuple[Call, ...]) -> Result:
         task_id=outcome.task_id, answer=outcome.answer, output=outcome.output, status=outcome.status,
         cost=outcome.cost, budget=outcome.budget, bound=outcome.bound, template=outcome.template,
         error=outcome.error, exhausted=outcome.exhausted, elapsed_s=outcome.elapsed_s, calls=calls,
+        task_tokens=getattr(outcome, "task_tokens", None), length_class=getattr(outcome, "length_class", None),
+        fits_up_to=getattr(outcome, "fits_up_to", None),
     )

@@ -66,7 +66,8 @@ class Tasks:
 def result_body(result: Any) -> dict[str, Any]:
     return {"task_id": result.task_id, "answer": result.answer, "cost": round(result.cost, 6),
             "bound": result.bound, "status": result.status, "template": result.template,
-            "budget": result.budget, "error": result.error}
+            "budget": result.budget, "error": result.error, "task_tokens": result.task_tokens,
+            "length_class": result.length_class, "fits_up_to": result.fits_up_to}
 
 
 def call_body(call: Any) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from typing import Any
 
 CALL_FIELDS = ("node", "role", "model", "attempt", "prompt_tokens", "completion_tokens", "reserved", "charged",
                "latency_ms", "clamped", "skipped", "error", "rate_wait_s")
-TASK_FIELDS = ("task_id", "answer", "cost", "bound", "status", "template", "budget", "error")
+TASK_FIELDS = ("task_id", "answer", "cost", "bound", "status", "template", "budget", "error", "task_tokens",
+               "length_class", "fits_up_to")
 
 
 def task_from_trace(path: str | None, task_id: str) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
     number = {"type": "number"}
     nullable_number = {"type": ["number", "null"]}
     nullable_string = {"type": ["string", "null"]}
+    nullable_integer = {"type": ["integer", "null"]}
     result = {
         "type": "object",
         "required": ["task_id", "answer", "cost", "bound", "status", "template"],
@@ -24,6 +25,7 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
             "status": {"type": "string", "enum": ["ok", "exhausted", "failed", "error", "overbilled", "skipped_total",
                                                  "skipped_budget", "too_long", "interrupted"]},
             "template": nullable_string, "budget": nullable_number, "error": nullable_string,
+            "task_tokens": nullable_integer, "length_class": nullable_integer, "fits_up_to": nullable_integer,
         },
     }
     call = {

@@ -162,3 +162,25 @@ def test_requests_past_the_limit_in_progress_get_429(tmp_path):
     # Replies that take a while keep the six requests in progress together.
     _serve(tmp_path, check, limits=Limits(max_pending=2, spare=0),
            provider=bamasc.providers.fake("echo", latency_s=0.5))
+
+
+def test_a_task_too_long_for_the_budget_says_so_and_how_long_fits(tmp_path):
+    """The bound is taken at each task's length: a task no binding fits ends too_long, spending nothing,
+    with the longest length that fits; the body keeps to the OpenAPI schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+
+    async def check(client, session):
+        schema = (await client.get("/openapi.json", headers=AUTH)).json()["components"]["schemas"]["Result"]
+        short = (await client.post("/v1/tasks", json={"task": "What is 2 + 2?"}, headers=AUTH)).json()
+        assert short["status"] == "ok" and short["task_tokens"] == len(b"What is 2 + 2?") and short["fits_up_to"] is None
+        long = await client.post("/v1/tasks", json={"task": "x" * 60_000}, headers=AUTH)
+        assert long.status_code == 200, long.text
+        body = long.json()
+        assert (body["status"], body["cost"], body["bound"]) == ("too_long", 0.0, None)
+        assert body["task_tokens"] == 60_000 and 0 < body["fits_up_to"] < 60_000 and "60000 tokens" in body["error"]
+        for answered in (short, body):
+            jsonschema.validate(answered, schema)
+        found = (await client.get(f"/v1/tasks/{body['task_id']}", headers=AUTH)).json()
+        assert found["status"] == "too_long" and found["calls"] == []
+
+    _serve(tmp_path, check, limits=Limits(max_body=1 << 20))
