@@ -121,8 +121,8 @@ class LengthFit:
             length, template = found
             return Fitted(self.at_length(template, tokens), tokens, length)
         if not any(self.bound_at(t, length) <= budget * (1 + TOLERANCE) for length, t in bound):
-            selected = next((t for _, t in bound if t.name == names[0]), bound[0][1])
-            return Fitted(self.at_length(selected, tokens), tokens, self.classes[0][0])
+            length, selected = next(((length, t) for length, t in bound if t.name == names[0]), bound[0])
+            return Fitted(self.at_length(selected, tokens), tokens, length)
         return TooLong(tokens, max(self._longest(t, budget) for _, t in bound), budget)
 
     def _fits(self, template, tokens: int, budget: float) -> bool:
