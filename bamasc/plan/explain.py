@@ -87,12 +87,7 @@ def _reason(finding: dict) -> str:
     if finding.get("worth") is not None:
         return _value_reason(finding, change)
     if finding["stronger"]:
-        late = f"{finding['latency_s']:.3f} s, over the deadline" if finding.get("over_deadline") else None
-        if finding["over_budget"]:
-            return f"stronger {finding['alternative']}: {change}, over the budget" + (f" and {late}" if late else "")
-        if late:
-            return f"stronger {finding['alternative']}: {change}, fits the budget but takes {late}"
-        return f"stronger {finding['alternative']}: {change}, fits alone, but the instance order or another seat's model would have to give way"
+        return _better_but(f"stronger {finding['alternative']}: {change}", finding)
     return f"weaker {finding['alternative']} (tier {finding['tier']}): {change}; the objective prefers stronger seats"
 
 
@@ -103,7 +98,11 @@ def _value_reason(finding: dict, change: str) -> str:
         return f"{finding['alternative']}: {change}; worth the same, so the cheaper binding wins"
     if worth < 0:
         return f"{finding['alternative']}: {change}; worth {-worth:.3g} less (weight x quality)"
-    gain = f"{finding['alternative']} worth {worth:.3g} more: {change}"
+    return _better_but(f"{finding['alternative']} worth {worth:.3g} more: {change}", finding)
+
+
+def _better_but(gain: str, finding: dict) -> str:
+    """Why an alternative the objective would prefer (`gain` says how) was not taken: budget, deadline, or the rest."""
     late = f"{finding['latency_s']:.3f} s, over the deadline" if finding.get("over_deadline") else None
     if finding["over_budget"]:
         return f"{gain}, over the budget" + (f" and {late}" if late else "")
