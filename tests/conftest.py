@@ -1,4 +1,4 @@
-"""Shared test helpers: repository paths and the files that must lint clean."""
+"""Shared test helpers: repository paths and the files that must lint clean; the memory guard."""
 
 from __future__ import annotations
 
@@ -47,3 +47,39 @@ def model_declaration(**fields) -> Model:
     }
     values.update(fields)
     return Model(**values)
+
+
+# ---------------------------------------------------------------- the memory guard (tests/watchdog.py)
+
+_WATCHDOG = None
+
+
+def pytest_configure(config):
+    global _WATCHDOG
+    from tests.watchdog import LIMIT_MIB, Watchdog
+
+    if LIMIT_MIB <= 0 or not os.path.isdir("/proc/self/task"):
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is None:
+        stderr_fd = os.dup(2)
+    else:
+        with capture.global_and_fixture_disabled():
+            stderr_fd = os.dup(2)  # the terminal's stderr, not the capture's file
+    _WATCHDOG = Watchdog(stderr_fd)
+    _WATCHDOG.thread.start()
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _WATCHDOG is not None:
+        _WATCHDOG.test_started(nodeid)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _WATCHDOG is not None:
+        _WATCHDOG.test_finished(nodeid)
+
+
+def pytest_unconfigure(config):
+    if _WATCHDOG is not None:
+        _WATCHDOG.stop.set()

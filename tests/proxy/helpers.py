@@ -83,6 +83,9 @@ class ThreadProxy:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+        self.server.force_exit = True  # a request still in flight (a `-hang` upstream) is cancelled
+        self.thread.join(60)
+        assert not self.thread.is_alive(), "the proxy's server thread did not stop"
         if self.ledger.trace is not None:
             self.ledger.trace.close()
 

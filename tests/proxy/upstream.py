@@ -211,15 +211,20 @@ class Upstream:
             app = GZipMiddleware(app, minimum_size=16)
         config = uvicorn.Config(app, log_level="critical", access_log=False, lifespan="off")
         self.server = uvicorn.Server(config)
-        thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread = thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
         while not self.server.started:
             time.sleep(0.01)
         return self
 
     def stop(self) -> None:
+        """Stop serving, without waiting on a `-hang` request nobody will finish: no thread outlives its test."""
         if self.server is not None:
             self.server.should_exit = True
+            self.thread.join(5)
+            self.server.force_exit = True  # uvicorn then cancels what is still in flight
+            self.thread.join(60)
+            assert not self.thread.is_alive(), "the upstream's server thread did not stop"
 
     @property
     def url(self) -> str:
