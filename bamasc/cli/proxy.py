@@ -10,6 +10,7 @@ from bamasc.cli.report import Report
 
 PROXY_MODULES = ("starlette", "uvicorn")
 PROTOCOLS = ("openai", "anthropic")
+MAX_HEAD = 16 << 10  # bytes of a request's line and headers, as `bamasc serve` takes (h11's default); more get 431
 
 
 def add_parser(commands) -> None:
@@ -36,6 +37,11 @@ def add_parser(commands) -> None:
     auth.add_argument("--no-auth", action="store_true", help="accept any client (only where nobody else can reach the port)")
     proxy.add_argument("--max-body", type=cli_args.positive, default=32 << 20, metavar="BYTES",
                        help="largest request body read (default 32 MiB); a larger one gets 413")
+    proxy.add_argument("--max-connections", type=cli_args.positive, default=1024, metavar="N",
+                       help="client connections held at once (default 1024); one more is answered 503 and closed")
+    proxy.add_argument("--request-timeout", type=cli_args.seconds, default=30.0, metavar="S",
+                       help="seconds a request's head, and then its body, may take to arrive (default 30); "
+                            "a slower one gets 408")
     proxy.add_argument("--timeout", type=cli_args.seconds, default=600.0, metavar="S",
                        help="seconds an upstream call may take (default 600); then its reservation is kept")
     proxy.add_argument("--graceful-timeout", type=cli_args.seconds, default=30.0, metavar="S",
@@ -83,7 +89,8 @@ def run(args) -> int:
         ledger, trace = _ledger(report, args)
         if ledger is None:
             return report.return_code
-        asyncio.run(_serve(build_app(settings, ledger), ledger, listen, sock))
+        asyncio.run(_serve(build_app(settings, ledger), ledger, listen, sock, args.max_connections,
+                           args.request_timeout))
     except KeyboardInterrupt:
         pass
     except Refused as refused:  # the shared ledger cannot be joined: nothing was served
@@ -112,8 +119,16 @@ def _ledger(report: Report, args):
     return LocalLedger(args.total_budget, trace, earlier, limits), trace
 
 
-async def _serve(app, ledger, listen, sock) -> None:
-    from bamasc.serve.main import run_app, say
+async def _serve(app, ledger, listen, sock, max_connections: int, request_s: float) -> None:
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    from bamasc.serve.connections import ConnectionLimits, limited_protocol
+    from bamasc.serve.main import BACKLOG, connection_cap, run_app, say
+
+    # The limits `bamasc serve` puts on each connection: a cap (503 as one more opens), 431 past MAX_HEAD bytes
+    # of an unfinished head, 408 for a head slower than `request_s` (the app answers 408 for a body as slow).
+    connections = connection_cap(max_connections, "proxy")
+    protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, MAX_HEAD, request_s))
 
     if hasattr(ledger, "open"):
         await ledger.open()
@@ -123,7 +138,9 @@ async def _serve(app, ledger, listen, sock) -> None:
             f"{totals['left']:.1f} left", "proxy")
     try:
         await run_app(app, listen, sock, lambda url: say(f"proxying on {url} (OpenAI: /v1/chat/completions, "
-                                                         "Anthropic: /v1/messages)", "proxy"), lifespan="on")
+                                                         "Anthropic: /v1/messages)", "proxy"), lifespan="on",
+                      limit_concurrency=connections + 1, http=protocol, backlog=min(BACKLOG, connections),
+                      h11_max_incomplete_event_size=MAX_HEAD)
     finally:
         if ledger.trace is not None:
             ledger.trace.close()
@@ -173,4 +190,4 @@ def _settings(report: Report, args, token):
     exact = exact_prompt_tokens if tokenizer_available() else None
     models = {id(upstream.model): upstream.model for upstream in upstreams.values()}.values()
     return Settings(upstreams, budget, token, max_body=args.max_body, timeout=args.timeout, exact=exact,
-                    limiter=limiter_for(models))
+                    limiter=limiter_for(models), request_s=args.request_timeout)

@@ -81,13 +81,14 @@ class Upstream:
 
 class Settings:
     def __init__(self, upstreams: dict[tuple[str, str], Upstream], default_budget: float | None, token: bytes | None,
-                 max_body: int = 32 << 20, timeout: float = 600.0, exact=None, limiter=None):
+                 max_body: int = 32 << 20, timeout: float = 600.0, exact=None, limiter=None, request_s: float = 30.0):
         self.upstreams = upstreams  # (protocol, name the client may use) -> Upstream
         self.limiter = limiter  # a runtime.limiter.RateLimiter pacing each upstream key, or None
         self.default_budget = default_budget
         self.token = token
         self.max_body = max_body
         self.timeout = timeout
+        self.request_s = request_s  # seconds a request's body may take to arrive (408 past them)
         self.exact = exact  # exact prompt counter for OpenAI families, or None
 
 
@@ -177,7 +178,7 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
     try:
         if not _authorized(request, settings.token):
             raise Problem(401, "a valid proxy token is needed (the client's API key)")
-        raw = await read_body(request, settings.max_body)
+        raw = await read_body(request, settings.max_body, settings.request_s)
         body = _json(raw)
         asked = read_request(protocol, body)
         upstream = settings.upstreams.get((protocol, asked.model))

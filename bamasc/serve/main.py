@@ -64,12 +64,12 @@ async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, li
         await session.close()
 
 
-def connection_cap(wanted: int) -> int:
+def connection_cap(wanted: int, command: str = "serve") -> int:
     """The connections the server may hold: `wanted`, or fewer where the open-files limit cannot be raised so far.
     Beside those held, asyncio may have accepted three backlogs (as many again, each) that are being refused."""
     allowed = (open_files_allowed(FILES_PER_CONNECTION * wanted + FILES_SPARE) - FILES_SPARE) // FILES_PER_CONNECTION
     if allowed < wanted:
-        say(f"warning: the open-files limit (ulimit -n) allows {max(allowed, 1)} connections, not {wanted}")
+        say(f"warning: the open-files limit (ulimit -n) allows {max(allowed, 1)} connections, not {wanted}", command)
     return max(1, min(wanted, allowed))
 
 

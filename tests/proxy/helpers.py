@@ -58,7 +58,7 @@ class ThreadProxy:
         from bamasc.proxy.app import build_app
 
         args = _Args(config=config_path, budget=None, system=None, total_budget=total, trace=trace, redis=None,
-                     redis_prefix="bamasc", max_body=32 << 20, timeout=30.0)
+                     redis_prefix="bamasc", max_body=32 << 20, timeout=30.0, request_timeout=30.0)
         report = Report()
         self.settings = settings = _settings(report, args, None if token is None else token.encode())
         assert settings is not None, report.return_code
