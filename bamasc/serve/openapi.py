@@ -7,8 +7,17 @@ from typing import Any
 from bamasc import __version__
 
 
-def _error() -> dict[str, Any]:
-    return {"description": "refused", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+def _error(description: str = "refused") -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+# What any route may get before the app sees its request (serve/connections.py), and the connection then closes.
+CONNECTION_REFUSALS = {
+    "408": "the request's line and headers (or its body) did not arrive within --request-timeout",
+    "431": "the request's line and headers are over 16 KiB",
+    "503": "as many connections are open as the server holds; refused as this one opened",
+}
 
 
 def openapi_document(system: str, budget: float, deadline_s: float | None, auth: bool) -> dict[str, Any]:
@@ -95,6 +104,10 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
                 "status": {"type": "integer"}, "field": nullable_string, "message": {"type": "string"}}}}},
         }},
     }
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            for code, description in CONNECTION_REFUSALS.items():
+                operation["responses"].setdefault(code, _error(description))
     if auth:
         document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     return document

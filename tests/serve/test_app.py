@@ -137,6 +137,10 @@ def test_openapi_describes_the_routes(tmp_path):
                                           "/openapi.json"}
         schema = document["paths"]["/v1/tasks"]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert schema["properties"]["budget"]["maximum"] == 2000
+        # The refusals of the connection layer, on every route: a client generated from the document expects them.
+        for path, operations in document["paths"].items():
+            for operation in operations.values():
+                assert {"408", "431", "503"} <= set(operation["responses"]), path
         assert json.dumps(document)  # plain JSON
 
     _serve(tmp_path, check)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
 from bamasc.records import record
@@ -10,6 +11,7 @@ ROLES = ("system", "user", "assistant", "tool")
 
 ERROR_KINDS = ("rate_limited", "server", "timeout", "connection", "malformed", "client", "auth", "not_found")
 RETRYABLE_KINDS = frozenset({"rate_limited", "server", "timeout", "connection", "malformed"})
+REMEMBERED_PROMPTS = 1 << 14  # prompts whose sends are counted: far more than the calls in flight at once
 
 
 @record
@@ -201,3 +203,24 @@ def expected_seats(expect: str) -> list[tuple[str, list[str]]] | None:
 def expected_branches(expect: str) -> list[str] | None:
     """The branch names of a `branch_expect` string ("" for the fallback); None for any other expect."""
     return expect[len(BRANCH_EXPECT):].split(",") if expect.startswith(BRANCH_EXPECT) else None
+
+
+class SendCounts:
+    """How many times each prompt (by key) was sent, for a provider that draws a retry's seed or failure from it.
+    The least recently sent prompts are forgotten past `kept`, so a server that runs a million tasks does not
+    keep every prompt it ever sent; a forgotten prompt counts from 0 again, as a rerun does."""
+
+    def __init__(self, kept: int = REMEMBERED_PROMPTS) -> None:
+        self.kept = kept
+        self._sent: OrderedDict[str, int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sent)
+
+    def take(self, key: str) -> int:
+        """The number of earlier sends of `key` (0 the first time); counts this one."""
+        earlier = self._sent.pop(key, 0)
+        self._sent[key] = earlier + 1
+        if len(self._sent) > self.kept:
+            self._sent.popitem(last=False)
+        return earlier

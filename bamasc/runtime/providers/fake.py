@@ -16,8 +16,6 @@ import hashlib
 import json
 import random
 import re
-from collections import OrderedDict
-
 from bamasc.combinators.tools import output_schema_tokens
 from bamasc.runtime.providers.base import (
     ERROR_KINDS,
@@ -26,6 +24,7 @@ from bamasc.runtime.providers.base import (
     Decoding,
     Message,
     ProviderError,
+    SendCounts,
     expected_branches,
     expected_seats,
 )
@@ -34,7 +33,6 @@ from bamasc.runtime.structured import example_answer
 from bamasc.runtime.tokens import content_bytes, safe_prompt_bound, specs_tokens
 
 MODES = ("echo", "verbose", "random")
-MAX_REMEMBERED = 1 << 14  # prompts whose sends are counted: far more than the calls in flight at once
 FILLER = " and so on"
 CARD_FILLER = "x"  # grows a step card: one byte a token, and no space for `strip` to take
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -101,9 +99,7 @@ class FakeProvider:
         self.per_output_token_s = per_output_token_s
         self.reply = reply
         self.calls = 0
-        # Sends per prompt, for the failure draw; the oldest prompts are forgotten past
-        # MAX_REMEMBERED, so a run of a million tasks does not keep every prompt it sent.
-        self._sent: OrderedDict[str, int] = OrderedDict()
+        self._sent = SendCounts()  # sends per prompt, for the failure draw
 
     def __repr__(self) -> str:
         return f"FakeProvider(name={self.name!r}, mode={self.mode!r}, seed={self.seed})"
@@ -124,10 +120,7 @@ class FakeProvider:
             )
         self.calls += 1
         prompt_key = _prompt_hash(self.name, messages, max_tokens)
-        attempt = self._sent.pop(prompt_key, 0)
-        self._sent[prompt_key] = attempt + 1
-        if len(self._sent) > MAX_REMEMBERED:
-            self._sent.popitem(last=False)
+        attempt = self._sent.take(prompt_key)
         rng = random.Random(f"{self.seed}:{prompt_key}:{attempt}")
         if self.fail_rate and rng.random() < self.fail_rate:
             await self._wait(self.first_token_s, timeout)

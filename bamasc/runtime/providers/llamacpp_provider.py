@@ -32,10 +32,9 @@ import os
 import struct
 import threading
 import time
-from collections import Counter
 
 from bamasc.records import record
-from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, ProviderError
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, ProviderError, SendCounts
 
 PROVIDER = "llamacpp"
 
@@ -303,7 +302,7 @@ class LlamaCppProvider:
         path = model_file(name, model_id)
         self.n_ctx = context_size(name, read_gguf_info(path, name=name), context, max_output)
         self.model = shared_model(path, self.n_ctx, name)
-        self._sent: Counter[str] = Counter()
+        self._sent = SendCounts()  # sends per prompt, for each send's seed
 
     def __repr__(self) -> str:
         return f"LlamaCppProvider(name={self.name!r}, model_id={self.model_id!r}, n_ctx={self.n_ctx})"
@@ -333,8 +332,8 @@ class LlamaCppProvider:
         key = prompt_key(self.name, messages)
         # Without a declared seed, each send of a prompt gets its own, derived
         # from the prompt: a retry may sample anew, a rerun samples alike.
-        seed = decoding.seed if decoding.seed is not None else call_seed(key, self._sent[key])
-        self._sent[key] += 1
+        earlier = self._sent.take(key)
+        seed = decoding.seed if decoding.seed is not None else call_seed(key, earlier)
         sampling = {"temperature": decoding.temperature, "top_p": decoding.top_p, "stop": list(decoding.stop) or None}
         sampling = {name: value for name, value in sampling.items() if value is not None}
         deadline = time.monotonic() + timeout
