@@ -61,6 +61,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.helpers import PINNED_CATALOGUE
+
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "fixtures" / "cli"
 INPUTS = GOLDEN / "inputs"
@@ -364,6 +366,8 @@ def _environment(work: str) -> dict[str, str]:
         BAMASC_CACHE=os.path.join(work, ".cache"),
         # The day catalogue prices are taken at (and the snapshot's age measured from).
         SOURCE_DATE_EPOCH=CATALOG_DAY,
+        # The catalogue the goldens were written with, whatever genai-prices is installed (tests/conftest.py).
+        BAMASC_CATALOG=PINNED_CATALOGUE,
     )
     return env
 

@@ -359,7 +359,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m tests.stages --write   (regenerates the stage and CLI goldens)", file=sys.stderr)
         return 2
     from tests import cli_golden
+    from tests.helpers import PINNED_CATALOGUE
 
+    os.environ["BAMASC_CATALOG"] = PINNED_CATALOGUE  # what the tests compile against (tests/helpers/__init__.py)
     stage_files = write()
     cli_files = cli_golden.write()
     print(f"wrote {len(stage_files)} stage goldens in {STAGES.relative_to(ROOT)}")

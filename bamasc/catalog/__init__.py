@@ -4,6 +4,8 @@
 docstring); `cache.py` keeps every entry's row in the cache folder, so that
 lint does not load the package (about 0.1 s); `rows.py` is the row format and
 its check. Only an alias or an unknown entry makes lint load the package.
+`pinned.py` is a catalogue pinned in a file (`BAMASC_CATALOG`): when set, it
+is the only source of prices and the package is never imported.
 
 The cache is a copy, never an authority (docs/language.md, "The catalogue
 cache"): a file of it that is damaged, edited or unreadable is rebuilt and
@@ -20,18 +22,18 @@ import contextlib
 import contextvars
 import datetime
 
-from bamasc.catalog import cache
+from bamasc.catalog import cache, pinned, snapshot
 from bamasc.catalog.cache import declared_entry
+from bamasc.catalog.pinned import PinnedCatalogError
 from bamasc.catalog.rows import error_row, from_row, to_row
 from bamasc.catalog.snapshot import (  # noqa: F401 (the interface)
-    PACKAGE, SNAPSHOT_DATES, CatalogError, close_matches, entry_refs, find, package_date, priced, reachable_prices,
-    search, today, version,
+    PACKAGE, SNAPSHOT_DATES, CatalogError, find, package_date, priced, reachable_prices, today,
 )
 from bamasc.prices import Pricing
 
-__all__ = ["PACKAGE", "MAX_SNAPSHOT_AGE_DAYS", "CatalogError", "close_matches", "declared_entry", "entry_refs",
-           "find", "from_package", "keep_cache_problem", "pricing", "reachable_prices", "search", "snapshot_date", "take_cache_problems",
-           "today", "version"]
+__all__ = ["PACKAGE", "MAX_SNAPSHOT_AGE_DAYS", "CatalogError", "PinnedCatalogError", "close_matches", "declared_entry",
+           "entry_refs", "export", "find", "from_package", "keep_cache_problem", "pricing", "reachable_prices", "search",
+           "snapshot_date", "take_cache_problems", "today", "version"]
 
 # Lint warns (BAM410) when the snapshot a file's catalog() prices come from is older than this.
 MAX_SNAPSHOT_AGE_DAYS = 120
@@ -42,7 +44,7 @@ _FROM_PACKAGE = contextvars.ContextVar("bamasc_catalog_from_package", default=Fa
 def snapshot_date() -> tuple[datetime.date, bool]:
     """The snapshot's date and whether it is estimated (a release not in SNAPSHOT_DATES: its newest
     price dated on or before today)."""
-    index = cache.index() if not _FROM_PACKAGE.get() else None
+    index = pinned.index() or (cache.index() if not _FROM_PACKAGE.get() else None)
     if index is not None:
         return datetime.date.fromisoformat(index["snapshot"][0]), index["snapshot"][1]
     return package_date()
@@ -53,16 +55,62 @@ def pricing(ref: str) -> Pricing:
 
     An exact `provider/model` is read from the cache; an alias, or an entry
     the catalogue lacks (for its close matches), loads the package. Within
-    `from_package()` every entry is derived from the package.
+    `from_package()` every entry is derived from the package. A pinned
+    catalogue answers every lookup itself, exact entries only.
     """
-    if _FROM_PACKAGE.get():
+    fixed = pinned.index()
+    if fixed is None and _FROM_PACKAGE.get():
         return _derived(ref)
-    index = cache.index()
+    index = fixed or cache.index()
     provider_id, _, model_id = ref.lower().partition("/")
     for entry_provider, _, models in index["providers"] if index else ():
         if entry_provider == provider_id and model_id in models:
             return from_row(f"{provider_id}/{model_id}", models[model_id], index["snapshot"][0], CatalogError)
+    if fixed is not None:
+        for entry_provider, _, models in fixed["providers"]:
+            found = next((model for model in models if model.lower() == model_id), None) if entry_provider == provider_id else None
+            if found is not None:  # an id with capitals (`Qwen/Qwen3-32B`), matched as find() matches it
+                return from_row(f"{provider_id}/{found}", models[found], fixed["snapshot"][0], CatalogError)
+    if fixed is not None:  # worded as find() words it: a pinned file and the package it came from read alike
+        known = provider_id in {entry[0] for entry in fixed["providers"]}
+        if not known or not model_id:
+            what = f"no provider '{ref.partition('/')[0]}'" if not known else f"no entry '{ref}'"
+            raise CatalogError(f"the price catalogue has {what}: entries are `provider/model`", close_matches(ref))
+        raise CatalogError(f"the price catalogue has no model '{ref.partition('/')[2]}' from provider '{provider_id}'",
+                           close_matches(ref))
     return priced(*find(ref))
+
+
+def entry_refs() -> list[str]:
+    """Every `provider/model` of the catalogue."""
+    fixed = pinned.index()
+    if fixed is None:
+        return snapshot.entry_refs()
+    return [f"{provider}/{model}" for provider, _, models in fixed["providers"] for model in models]
+
+
+def close_matches(ref: str, limit: int = 3) -> tuple[str, ...]:
+    """The entries that look most like `ref`."""
+    return snapshot.close_matches(ref, limit, entry_refs())
+
+
+def search(term: str) -> list[str]:
+    """Entries whose `provider/model` contains `term` (case-insensitive)."""
+    term = term.lower()
+    return [ref for ref in entry_refs() if term in ref]
+
+
+def version() -> str:
+    """The catalogue's package version (a pinned file's: the one it was exported from)."""
+    fixed = pinned.index()
+    return snapshot.version() if fixed is None else fixed["package"]
+
+
+def export(target: str) -> int:
+    """Pin the installed snapshot's prices, as taken today, in `target` (`BAMASC_CATALOG`); the entries written."""
+    rows = snapshot.build_rows()
+    pinned.export(target, snapshot.version(), package_date(), today(), rows)
+    return sum(len(models) for _, _, models in rows)
 
 
 @contextlib.contextmanager

@@ -102,10 +102,11 @@ def find(ref: str):
     return provider, model
 
 
-def close_matches(ref: str, limit: int = 3) -> tuple[str, ...]:
+def close_matches(ref: str, limit: int = 3, refs: list[str] | None = None) -> tuple[str, ...]:
+    """The entries of `refs` (the snapshot's by default) that look most like `ref`."""
     import difflib
 
-    refs = entry_refs()
+    refs = entry_refs() if refs is None else refs
     lowered = ref.lower()
     found = difflib.get_close_matches(lowered, refs, n=limit, cutoff=0.6)
     if not found:

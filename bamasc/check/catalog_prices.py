@@ -50,7 +50,9 @@ def _old_snapshot(name: str, pricing, span) -> list[Diagnostic]:
         f"the prices of model '{name}' come from a catalogue snapshot {dated}, {age} days old "
         f"(more than {catalog.MAX_SNAPSHOT_AGE_DAYS}): providers may have changed them since",
         span,
-        hint=f"upgrade the package (pip install -U {catalog.PACKAGE}) and recompile",
+        hint=(f"upgrade the package (pip install -U {catalog.PACKAGE}) and recompile" if catalog.pinned.path() is None
+              else f"the catalogue is pinned in {catalog.pinned.path()}: upgrade {catalog.PACKAGE}, then write it again "
+                   "with `bamasc prices --export` and recompile"),
     )]
 
 

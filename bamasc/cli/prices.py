@@ -12,6 +12,9 @@ def add_parser(commands) -> None:
     prices = commands.add_parser("prices", help="show the offline price catalogue (USD per million tokens)")
     prices.add_argument("model", metavar="MODEL", nargs="?",
                         help="an entry such as openai/gpt-4.1-nano, or a part of one to search for")
+    prices.add_argument("--export", metavar="FILE",
+                        help="pin the installed snapshot's prices, as taken today, in FILE; "
+                             "BAMASC_CATALOG=FILE then makes every command read them from it")
     prices.set_defaults(run=run)
 
 
@@ -19,10 +22,36 @@ def run(args) -> int:
     from bamasc import catalog
 
     report = Report()
-    with catalog.from_package():  # the package is loaded anyway: show its own prices, not the cache's
-        _show(args, report)
+    if args.export is not None:
+        return _export(args, report)
+    try:
+        with catalog.from_package():  # the package is loaded anyway: show its own prices, not the cache's
+            _show(args, report)
+    except catalog.PinnedCatalogError as problem:
+        output.usage(report, str(problem))
     for problem in catalog.take_cache_problems():
         output.warning(problem)
+    return report.return_code
+
+
+def _export(args, report: Report) -> int:
+    from bamasc import catalog
+
+    if args.model is not None:
+        output.usage(report, "--export writes every entry: give no MODEL with it")
+        return report.return_code
+    if catalog.pinned.path() is not None:
+        output.usage(report, f"{catalog.pinned.ENVIRONMENT} is set: --export reads the installed package, "
+                             "so unset it first")
+        return report.return_code
+    try:
+        count = catalog.export(args.export)
+    except OSError as problem:
+        output.usage(report, f"cannot write {args.export}: {problem.strerror or problem}")
+        return report.return_code
+    date, estimated = catalog.snapshot_date()
+    print(f"pinned {count} entries of {catalog.PACKAGE} {catalog.version()} (snapshot of {date.isoformat()}"
+          f"{', estimated' if estimated else ''}, taken on {catalog.today().isoformat()}) in {args.export}")
     return report.return_code
 
 
@@ -53,9 +82,10 @@ def summary() -> str:
     date, estimated = catalog.snapshot_date()
     refs = catalog.entry_refs()
     providers = sorted({ref.partition("/")[0] for ref in refs})
+    source = catalog.pinned.path()
     return "\n".join([
         f"catalogue: {catalog.PACKAGE} {catalog.version()}, snapshot of {date.isoformat()}"
-        + (" (estimated)" if estimated else ""),
+        + (" (estimated)" if estimated else "") + (f", pinned in {source}" if source else ""),
         f"prices taken on {catalog.today().isoformat()} (age {(catalog.today() - date).days} days; "
         f"lint warns past {catalog.MAX_SNAPSHOT_AGE_DAYS})",
         f"{len(refs)} entries from {len(providers)} providers: {', '.join(providers)}",

@@ -75,6 +75,7 @@ def test_lint_compile_and_exec_with_the_network_unreachable(write_bam, tmp_path,
                                            "above": None}
 
 
+@pytest.mark.usefixtures("installed_catalogue")
 def test_fetched_prices_never_replace_the_bundled_snapshot():
     """genai-prices fetches only when its updater runs; prices it would set in-process are not read."""
     import threading
@@ -150,6 +151,7 @@ def test_a_tier_written_by_hand_doubles_the_bound_above_its_threshold(write_bam,
 
 
 @pytest.mark.parametrize("price", ["{ input = 0.10  output = 0.40 }", CATALOG])
+@pytest.mark.usefixtures("installed_catalogue")
 def test_lint_does_not_import_the_catalogue_package(write_bam, price):
     path = write_bam(SYSTEM.format(price=price))
     probe = ("import sys; from bamasc.cli import main; code = main(['lint', sys.argv[1]]); "
@@ -174,6 +176,7 @@ def test_the_prices_command(capsys):
     assert "openai/gpt-4.1-nano" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("installed_catalogue")
 def test_the_cached_index_reads_one_provider_at_a_time_and_survives_a_damaged_file(tmp_path, monkeypatch):
     """Lint reads only the providers a file names; a provider file that is missing, truncated or
     from another index is rebuilt from the package, never read as prices."""

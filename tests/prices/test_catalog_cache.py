@@ -34,6 +34,10 @@ system s {
   task_tokens = 1000
 }
 """
+# The cache is a copy of the installed package's rows: what these tests damage (tests/conftest.py pins the
+# catalogue for every other test).
+pytestmark = pytest.mark.usefixtures("installed_catalogue")
+
 # gpt-4.1 in the bundled snapshot: input 2, output 8, cached reads 0.5 $/Mtok.
 SNAPSHOT = (2.0, 8.0, 0.5)
 
