@@ -1,4 +1,4 @@
-"""Shared test helpers: repository paths and the files that must lint clean; the memory guard."""
+"""Shared test helpers: repository paths and the files that must lint clean; the pinned price catalogue; the memory guard."""
 
 from __future__ import annotations
 
@@ -9,10 +9,19 @@ import pytest
 
 from bamasc.program import Model
 from bamasc.source import Span
+from tests.helpers import PINNED_CATALOGUE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.bam")))
 STDLIB = sorted(glob.glob(os.path.join(ROOT, "stdlib_topologies", "*.bam")))
+
+os.environ["BAMASC_CATALOG"] = PINNED_CATALOGUE  # (tests/helpers/__init__.py says why)
+
+
+@pytest.fixture
+def installed_catalogue(monkeypatch):
+    """The installed genai-prices is the catalogue (nothing pinned) for this test."""
+    monkeypatch.delenv("BAMASC_CATALOG")
 
 
 @pytest.fixture
@@ -83,3 +92,36 @@ def pytest_runtest_logfinish(nodeid, location):
 def pytest_unconfigure(config):
     if _WATCHDOG is not None:
         _WATCHDOG.stop.set()
+
+
+# ---------------------------------------------------------------- retry back-off on a fake clock
+
+
+class BackoffClock:
+    """Stands in for the interpreter's `asyncio`: each back-off wait is added to `waited` and returns at once
+    (after yielding to the loop, as a sleep does); every other name is asyncio's own."""
+
+    def __init__(self):
+        import asyncio
+
+        self._asyncio = asyncio
+        self.waited: list[float] = []
+
+    async def sleep(self, seconds, result=None):
+        self.waited.append(seconds)
+        return await self._asyncio.sleep(0, result)
+
+    def __getattr__(self, name):
+        return getattr(self._asyncio, name)
+
+
+@pytest.fixture
+def backoff_clock(monkeypatch) -> BackoffClock:
+    """Retries back off on a fake clock: the waits are drawn and recorded as always, but not slept (a test of
+    what a batch charges need not wait out dozens of seconds of back-off). Only the interpreter's back-off is
+    faked; providers, limiters and deadlines keep the real clock."""
+    from bamasc.runtime import interpreter
+
+    clock = BackoffClock()
+    monkeypatch.setattr(interpreter, "asyncio", clock)
+    return clock
