@@ -5,7 +5,7 @@ The public API (docs/python.md): `bamasc.load(path).compile(...)` gives a
 The names load on first use, so `import bamasc` (and `bamasc lint`) stays cheap.
 """
 
-__version__ = "0.1.0"
+from bamasc.version import __version__
 
 # Read by type checkers only (mypy and pyright treat a variable of this name as
 # typing.TYPE_CHECKING); importing typing here would slow every start-up.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bamasc import __version__
+from bamasc.version import __version__
 from bamasc.codes import CODES
 from bamasc.records import record
 from bamasc.secrets import mask_keys, mask_span

@@ -7,7 +7,7 @@ import os
 import sys
 from importlib import import_module
 
-from bamasc import __version__
+from bamasc.version import __version__
 from bamasc.cli.report import EXIT_USAGE
 
 # Each command's module, in the order `--help` lists them; it has `add_parser(commands)`.

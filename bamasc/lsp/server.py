@@ -12,7 +12,7 @@ from pygls import uris
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
-from bamasc import __version__
+from bamasc.version import __version__
 from bamasc.diagnostics import CODES, ERROR
 from bamasc.lsp.analysis import Analysis, real
 from bamasc.lsp.bounds import Bounds

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from bamasc import __version__
+from bamasc.version import __version__
 from bamasc.ir.tokens import seat_models
 from bamasc.program import Program
 from bamasc.optimize.bind import TemplateBinding, select_template

@@ -11,7 +11,7 @@ import hashlib
 import os
 import stat
 
-from bamasc import __version__
+from bamasc.version import __version__
 from bamasc.plan.diff import differences, same_value
 from bamasc.plan.read import Settings, read_plan_data, read_settings
 from bamasc.plan.schema import Plan, PlanFormatError, canonical_sha256, plan_data

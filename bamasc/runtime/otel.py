@@ -119,7 +119,7 @@ def build_spans(records: list[dict], program=None, plan=None, end_ns: int | None
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     except ImportError:
         raise OtelMissing(INSTALL_HINT) from None
-    from bamasc import __version__
+    from bamasc.version import __version__
 
     collected = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "bamasc", "service.version": __version__}))

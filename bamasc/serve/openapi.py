@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bamasc import __version__
+from bamasc.version import __version__
 
 
 def _error(description: str = "refused") -> dict[str, Any]:
