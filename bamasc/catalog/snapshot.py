@@ -21,7 +21,9 @@ from bamasc.prices import PriceTier, Pricing
 
 PACKAGE = "genai-prices"
 # The day each release of the package was published: its data has no date of its own.
-SNAPSHOT_DATES = {"0.2.3": datetime.date(2026, 11, 10)}
+SNAPSHOT_DATES = {
+    "0.2.3": datetime.date(2026, 11, 10), "0.2.4": datetime.date(2026, 11, 17), "0.2.5": datetime.date(2026, 11, 19),
+}
 
 _RATES = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok", "cache_write": "cache_write_mtok"}
 # Billed on output tokens besides the output rate; folded into it (a bound pays the dearest).
