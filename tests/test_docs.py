@@ -23,12 +23,12 @@ from bamasc.diagnostics import CODES, ERROR, render_text
 from bamasc.lint import lint_paths
 from bamasc.source import SourceFile
 from bamasc.syntax.parser import parse_source
+from tests.helpers.docs import fenced_blocks, split_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ("docs/language.md", "docs/diagnostics.md")
 DIAGNOSTICS_DOC = "docs/diagnostics.md"
 
-FILE_MARKER = re.compile(r"^// file: (\S+)\s*$")
 ENCODINGS = ("latin-1",)
 # Codes whose trigger cannot be written as a small block, and why.
 NO_EXAMPLE = {
@@ -45,42 +45,6 @@ COMPILE_CODES = tuple(code for code in CODES if code.startswith("BAM5"))
 def _read(doc: str) -> str:
     with open(os.path.join(ROOT, doc), encoding="utf-8") as handle:
         return handle.read()
-
-
-def fenced_blocks(text: str) -> list[tuple[int, str, str]]:
-    """(line of the opening fence, info string after the language, body) for every ```bam block."""
-    blocks = []
-    lines = text.split("\n")
-    index = 0
-    while index < len(lines):
-        match = re.match(r"^```(\S*)(.*)$", lines[index])
-        if not match:
-            index += 1
-            continue
-        start = index
-        index += 1
-        body = []
-        while index < len(lines) and not re.match(r"^```\s*$", lines[index]):
-            body.append(lines[index])
-            index += 1
-        index += 1  # the closing fence
-        if match.group(1) == "bam":
-            blocks.append((start + 1, match.group(2).strip(), "\n".join(body) + "\n"))
-    return blocks
-
-
-def split_files(body: str) -> list[tuple[str, str]]:
-    """The files of a block: [(name, text)], the checked file first."""
-    lines = body.split("\n")
-    if not FILE_MARKER.match(lines[0]):
-        return [("example.bam", body)]
-    files: list[tuple[str, list[str]]] = []
-    for line in lines:
-        marker = FILE_MARKER.match(line)
-        if marker:
-            files.append((marker.group(1), []))
-        files[-1][1].append(line)
-    return [(name, "\n".join(text).rstrip("\n") + "\n") for name, text in files]
 
 
 def first_line(body: str) -> str:

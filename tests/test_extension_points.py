@@ -26,7 +26,7 @@ from bamasc.lsp.navigate import document_symbols
 from bamasc.optimize import bind
 from bamasc.records import record
 from bamasc.syntax import ast, forms
-from tests.test_template_milp import brute_force, load, objective, same
+from tests.helpers.milp import brute_force, load, objective, same
 
 
 @record

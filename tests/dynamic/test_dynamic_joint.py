@@ -10,7 +10,7 @@ planner writes it.
 The check is independent of the bound's code: every combination of seats is forced
 on the fake planner in turn and run with every reply at its cap. The bound must be
 the most any of them is charged, plus only the JSON around that run's cards
-(tests/dynamic/test_dynamic_run.py, `card_slack`).
+(tests/helpers/dynamic.py, `card_slack`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bamasc.combinators.dynamic import seat_step
 from bamasc.ir.unroll import unroll
 from bamasc.records import replace
 from tests.dynamic.sources import random_dynamic_source
-from tests.dynamic.test_dynamic_run import card_slack, compiled, every_card_fits, run
+from tests.helpers.dynamic import card_slack, compiled, every_card_fits, run
 
 # A checks at length and answers briefly; B answers at length. One model: 1 µ$ a token in, 2 out.
 LONG_PROMPT_SHORT_ANSWER = '''

@@ -15,7 +15,7 @@ import pytest
 
 from bamasc.optimize import bind
 from tests.dynamic.sources import random_dynamic_source
-from tests.test_template_milp import assert_binds_like_brute_force, load, objective, strategy
+from tests.helpers.milp import assert_binds_like_brute_force, load, objective, strategy
 
 
 @pytest.mark.parametrize("seed", range(30))

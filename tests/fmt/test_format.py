@@ -12,7 +12,7 @@ from bamasc.source import SourceFile, decode_source
 from bamasc.syntax.parser import parse_source
 from tests.conftest import EXAMPLES, ROOT, STDLIB
 from tests.fmt.roundtrip import ast_text, check_round_trip, comments
-from tests.test_docs import fenced_blocks, split_files
+from tests.helpers.docs import fenced_blocks, split_files
 
 FIXTURES = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "**", "*.bam"), recursive=True))
 CORPUS = EXAMPLES + STDLIB + FIXTURES

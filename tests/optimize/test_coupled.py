@@ -10,7 +10,7 @@ import pytest
 from bamasc.optimize import bind, coupled, exact
 from bamasc.optimize.formulation import formulate
 from bamasc.optimize.problem import SeatProblem
-from tests.test_template_milp import brute_force, load, objective, random_source, same, strategy
+from tests.helpers.milp import brute_force, load, objective, random_source, same, strategy
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -8,7 +8,7 @@ import pytest
 
 from bamasc.optimize import bind
 from bamasc.optimize.dominance import undominated
-from tests.test_template_milp import load, random_source
+from tests.helpers.milp import load, random_source
 
 BASE = """
 model strong {{ provider = fake  name = "a"  price {{ input = 1.0  output = 2.0 }}  tier = 1  max_output = 64 }}

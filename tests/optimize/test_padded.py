@@ -14,10 +14,10 @@ import pytest
 from bamasc.ir import walk
 from bamasc.ir.bounds import call_bounds, worst_case_cost
 from bamasc.ir.unroll import unroll
-from bamasc.optimize import bind, statements
+from bamasc.optimize import bind
 from bamasc.optimize.errors import SolverError
 from bamasc.optimize.statements import Flow
-from tests.test_template_milp import FLOWS, load, random_source
+from tests.helpers.milp import FLOWS, load, random_source
 
 FLOWS_WITH_REF = FLOWS + [("ref", ["executor:Executor"], "done = chain executor(task)\n    answer done")]
 
@@ -33,7 +33,7 @@ def _ranges(rng: random.Random, topology):
 @pytest.mark.parametrize("seed", range(40))
 def test_every_combinator_named_padded_is_padded(tmp_path, monkeypatch, seed):
     rng = random.Random(seed)
-    monkeypatch.setattr("tests.test_template_milp.FLOWS", FLOWS_WITH_REF)
+    monkeypatch.setattr("tests.helpers.milp.FLOWS", FLOWS_WITH_REF)
     _, source = random_source(rng)
     program = load(tmp_path, source)
     system = program.systems["s"]

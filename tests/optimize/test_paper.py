@@ -11,67 +11,10 @@ import pytest
 
 from bamasc.optimize.paper import bind_paper, tier_weights
 from bamasc.plan.compile import check_file, compile_file
+from tests.helpers.paper import EXPECTED, H, L
 from tests.optimize import reference_pools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-H, L = "High", "Low"
-
-# Written from a run of tests/optimize/reference_pools.py (the reference's ILP restated and
-# brute-forced); (dataset, pattern, budget µ$) -> {(role, level): instances}.
-EXPECTED = {
-    ("gsm8k", "linear", 500): {("Executor", L): 2},
-    ("gsm8k", "linear", 875): {("Executor", H): 1, ("Executor", L): 1},
-    ("gsm8k", "linear", 1250): {("Executor", H): 2},
-    ("gsm8k", "linear", 1625): {("Executor", H): 2, ("Executor", L): 2},
-    ("gsm8k", "linear", 2000): {("Executor", H): 3, ("Executor", L): 1},
-    ("gsm8k", "star", 500): {("Executor", L): 2},
-    ("gsm8k", "star", 875): {("Executor", H): 1, ("Executor", L): 1},
-    ("gsm8k", "star", 1250): {("Executor", H): 2},
-    ("gsm8k", "star", 1625): {("Executor", H): 2, ("Executor", L): 2},
-    ("gsm8k", "star", 2000): {("Executor", H): 3, ("Executor", L): 1},
-    ("gsm8k", "feedback", 500): {("Executor", L): 1, ("Critic", L): 1},
-    ("gsm8k", "feedback", 875): {("Executor", H): 1, ("Critic", L): 1},
-    ("gsm8k", "feedback", 1250): {("Executor", H): 1, ("Critic", H): 1},
-    ("gsm8k", "feedback", 1625): {("Executor", H): 2, ("Critic", L): 2},
-    ("gsm8k", "feedback", 2000): {("Executor", H): 3, ("Critic", L): 1},
-    ("gsm8k", "planner", 500): {("Planner", L): 1, ("Executor", L): 1},
-    ("gsm8k", "planner", 875): {("Planner", L): 1, ("Executor", H): 1},
-    ("gsm8k", "planner", 1250): {("Planner", H): 1, ("Executor", H): 1, ("Executor", L): 1},
-    ("gsm8k", "planner", 1625): {("Planner", H): 1, ("Executor", H): 2},
-    ("gsm8k", "planner", 2000): {("Planner", L): 1, ("Executor", H): 3},
-    ("math", "linear", 1000): {("Executor", L): 2},
-    ("math", "linear", 2000): {("Executor", H): 1, ("Executor", L): 1},
-    ("math", "linear", 3000): {("Executor", H): 2, ("Executor", L): 1},
-    ("math", "star", 1000): {("Executor", L): 2},
-    ("math", "star", 2000): {("Executor", H): 1, ("Executor", L): 1},
-    ("math", "star", 3000): {("Executor", H): 2, ("Executor", L): 1},
-    ("math", "feedback", 1000): {("Critic", L): 1, ("Executor", L): 1},
-    ("math", "feedback", 2000): {("Critic", L): 1, ("Executor", H): 1},
-    ("math", "feedback", 3000): {("Critic", L): 1, ("Executor", H): 2},
-    ("math", "planner", 1000): {("Planner", H): 1, ("Executor", L): 1},
-    ("math", "planner", 2000): {("Planner", H): 1, ("Executor", H): 1},
-    ("math", "planner", 3000): {("Planner", H): 1, ("Executor", H): 1, ("Executor", L): 2},
-    ("mbpp", "linear", 500): {("Executor", L): 2},
-    ("mbpp", "linear", 875): {("Executor", H): 1, ("Executor", L): 1},
-    ("mbpp", "linear", 1250): {("Executor", H): 2},
-    ("mbpp", "linear", 1625): {("Executor", H): 2, ("Executor", L): 2},
-    ("mbpp", "linear", 2000): {("Executor", H): 3, ("Executor", L): 1},
-    ("mbpp", "star", 500): {("Executor", L): 2},
-    ("mbpp", "star", 875): {("Executor", H): 1, ("Executor", L): 1},
-    ("mbpp", "star", 1250): {("Executor", H): 2},
-    ("mbpp", "star", 1625): {("Executor", H): 2, ("Executor", L): 2},
-    ("mbpp", "star", 2000): {("Executor", H): 3, ("Executor", L): 1},
-    ("mbpp", "feedback", 500): {("Executor", L): 1, ("Critic", L): 1},
-    ("mbpp", "feedback", 875): {("Executor", H): 1, ("Critic", L): 1},
-    ("mbpp", "feedback", 1250): {("Executor", H): 1, ("Critic", H): 1},
-    ("mbpp", "feedback", 1625): {("Executor", H): 2, ("Critic", L): 2},
-    ("mbpp", "feedback", 2000): {("Executor", H): 3, ("Critic", L): 1},
-    ("mbpp", "planner", 500): {("Planner", L): 1, ("Executor", L): 1},
-    ("mbpp", "planner", 875): {("Planner", L): 1, ("Executor", H): 1},
-    ("mbpp", "planner", 1250): {("Planner", H): 1, ("Executor", H): 1},
-    ("mbpp", "planner", 1625): {("Planner", L): 1, ("Executor", H): 2, ("Executor", L): 1},
-    ("mbpp", "planner", 2000): {("Planner", L): 1, ("Executor", H): 3},
-}
 
 
 def _program(dataset):

@@ -1,7 +1,7 @@
 """Skipping count vectors unsolved (optimize/prune.py): the floors it trusts are floors, and what it
 skips never changes the binding.
 
-Each attack is on a random small system of `test_bind_property.systems` (derandomized): every
+Each attack is on a random small system of `tests.helpers.systems.systems` (derandomized): every
 binding of every count vector is priced exactly and set against the floors, and the binder is run
 with and without skipping.
 """
@@ -19,7 +19,7 @@ from bamasc.loader import load
 from bamasc.optimize import prune
 from bamasc.optimize.bind import bind_template
 from bamasc.optimize.exact import TemplateSolver, has_idle_seat
-from tests.optimize.test_bind_property import systems
+from tests.helpers.systems import systems
 
 SETTINGS = settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -27,18 +27,10 @@ from bamasc.plan.compile import check_file
 from bamasc.records import replace
 from tests.dynamic.sources import random_dynamic_source
 from tests.optimize.problems import PROPERTY, seat_problems
-from tests.optimize.test_pareto import bind_by, budgets, not_better, pipeline
-from tests.test_converse import random_conversation
-from tests.test_route_milp import random_route_source
-from tests.test_template_milp import (
-    assert_binds_like_brute_force,
-    brute_force,
-    load,
-    objective,
-    random_source,
-    same,
-    strategy,
-)
+from tests.helpers.conversations import random_conversation
+from tests.helpers.milp import assert_binds_like_brute_force, brute_force, load, random_source, same
+from tests.helpers.pareto import bind_by, budgets, not_better, pipeline
+from tests.helpers.routes import random_route_source
 
 SUPPORT = "examples/support.bam"
 
@@ -199,4 +191,3 @@ def test_a_declared_weight_is_what_the_seat_is_worth():
     assert SeatWorth(program, topology, largest.calls).weight("Triage") == 2.5
     found = bind.bind_template(program, program.systems["support"], "desk", 8000)
     assert found.objective_kind == "value" and found.objective == (round(found.quality, 9), -found.worst_case_cost)
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bamasc.cli import main
 from bamasc.plan.compile import compile_file
-from tests.check.test_listed_budgets import SWEPT
+from tests.helpers.budgets import SWEPT
 
 # The cheapest binding costs 9225 µ$: the file's 15000 fits, a --budget of 8000 does not.
 FILE = SWEPT % {"budget": "15000", "budgets": "[9225, 15000]"}

@@ -18,21 +18,13 @@ import pytest
 from bamasc.cli import main
 from bamasc.policy.data import file_sha256, row_data
 from tests.conftest import ROOT
+from tests.helpers.policy import policy_bam
 from tests.policy.synthetic import table_rows
 
 GSM8K = os.path.join(ROOT, "examples", "gsm8k.bam")
 ESSAY = "Write a short essay about travel and music, in three paragraphs, with a clear thesis."
 CODE = "Write a python function that takes a string and returns the keys sorted, with a docstring and tests."
 MATH = "A shop has 40 eggs and sells 12 coins. How many eggs are left? Show the arithmetic."
-
-
-def policy_bam(tmp_path, reward: str = "", topologies: str = "linear, star, feedback, planner") -> str:
-    text = Path(GSM8K).read_text(encoding="utf-8")
-    text = text.replace("select       = strongest", 'select       = policy("policies/gsm8k.msgpack")' + reward)
-    text = text.replace("topologies   = [linear, star, feedback, planner]", f"topologies   = [{topologies}]")
-    path = tmp_path / "gsm8k.bam"
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture(scope="module")

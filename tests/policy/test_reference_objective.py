@@ -31,7 +31,7 @@ from bamasc.policy.train import (
     train_policy,
 )
 from tests.policy.synthetic import TEMPLATES, table_rows
-from tests.policy.test_commands import policy_bam
+from tests.helpers.policy import policy_bam
 
 # The GSM8K file's constants, as the reference's configs/3_training_params.yml has them.
 PAPER_REWARD = Reward(success=1000.0, failure=-1000.0, overflow=1000.0, efficiency=0.0001, infeasible=-120.0)

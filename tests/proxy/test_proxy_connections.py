@@ -18,9 +18,16 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
 from bamasc.serve.connections import FILES_PER_CONNECTION, FILES_SPARE  # noqa: E402
+from tests.helpers.connections import (  # noqa: E402
+    address,
+    exchange,
+    more_open_files,
+    open_files,
+    read_answers,
+    status_code,
+)
 from tests.proxy.helpers import TOKEN, config_text, process_proxy, traceback_free  # noqa: E402
 from tests.proxy.upstream import Upstream  # noqa: E402
-from tests.serve.test_connections import _address, _answers, _code, _exchange, _more_open_files, _open_files  # noqa: E402
 
 FLOOD = 1500
 CAP = 64  # --max-connections
@@ -57,7 +64,7 @@ def _still_answers(url: str) -> None:
 def test_a_flood_of_unfinished_connections_is_refused_or_closed_and_the_proxy_keeps_serving(proxy):
     import socket
 
-    _more_open_files(FLOOD + 512)
+    more_open_files(FLOOD + 512)
     process, url = proxy
     _still_answers(url)
     sockets: list[socket.socket] = []
@@ -65,7 +72,7 @@ def test_a_flood_of_unfinished_connections_is_refused_or_closed_and_the_proxy_ke
     try:
         kinds = (b"", HEAD, BODY)
         for n in range(FLOOD):
-            sock = socket.create_connection(_address(url), timeout=120)
+            sock = socket.create_connection(address(url), timeout=120)
             sockets.append(sock)
             try:
                 if kinds[n % 3]:
@@ -73,13 +80,13 @@ def test_a_flood_of_unfinished_connections_is_refused_or_closed_and_the_proxy_ke
             except OSError:
                 pass  # refused as it opened: its answer is waiting
             if n % 100 == 0:
-                most_files = max(most_files, _open_files(process.pid))
-        most_files = max(most_files, _open_files(process.pid))
-        answers = _answers(sockets)
+                most_files = max(most_files, open_files(process.pid))
+        most_files = max(most_files, open_files(process.pid))
+        answers = read_answers(sockets)
     finally:
         for sock in sockets:
             sock.close()
-    codes = [None if answer == "reset" else _code(answer) for answer in answers]
+    codes = [None if answer == "reset" else status_code(answer) for answer in answers]
     seen = {code: codes.count(code) for code in set(codes)}
     assert set(seen) <= {None, 408, 503}, seen
     assert seen.get(408, 0) and seen.get(503, 0), seen  # some held until too slow, some refused as they opened
@@ -98,13 +105,13 @@ def test_a_flood_of_unfinished_connections_is_refused_or_closed_and_the_proxy_ke
 
 def test_slow_and_oversized_requests_get_408_or_431(proxy):
     process, url = proxy
-    body_stops = _exchange(url, BODY)
-    assert _code(body_stops) == 408 and b"the body did not arrive within 2 s" in body_stops, body_stops[:300]
-    head_trickles = _exchange(url, HEAD, b"X-Slow: " + b"a" * 10_000)  # slowloris: each byte in time, the head not
-    assert _code(head_trickles) == 408 and b"the request's head did not arrive within 2 s" in head_trickles
-    huge_head = _exchange(url, HEAD + b"X-Big: " + b"a" * (20 << 10))
-    assert _code(huge_head) == 431, huge_head[:200]
-    assert _exchange(url, b"") == b""  # a connection that sends nothing is closed without a word
+    body_stops = exchange(url, BODY)
+    assert status_code(body_stops) == 408 and b"the body did not arrive within 2 s" in body_stops, body_stops[:300]
+    head_trickles = exchange(url, HEAD, b"X-Slow: " + b"a" * 10_000)  # slowloris: each byte in time, the head not
+    assert status_code(head_trickles) == 408 and b"the request's head did not arrive within 2 s" in head_trickles
+    huge_head = exchange(url, HEAD + b"X-Big: " + b"a" * (20 << 10))
+    assert status_code(huge_head) == 431, huge_head[:200]
+    assert exchange(url, b"") == b""  # a connection that sends nothing is closed without a word
     _still_answers(url)
     process.terminate()
     _, stderr = process.communicate(timeout=120)

@@ -25,27 +25,7 @@ from bamasc.runtime.batch import BatchBudget, BatchTotals, BudgetLevel, ExactSum
 from bamasc.runtime.execute import DatasetStream, ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
 from tests.conftest import ROOT
-
-GSM8K = os.path.join(ROOT, "examples", "gsm8k.bam")
-
-
-def charged(trace: str) -> float:
-    """What the trace says the batch was charged: every call line's charge, every open reservation in full."""
-    total, open_ = 0.0, {}
-    for line in open(trace, encoding="utf-8"):
-        if not line.endswith("\n"):
-            continue
-        record = json.loads(line)
-        if record["type"] == "reserve":
-            open_[record["id"]] = record["reserved"]
-        elif record["type"] == "call":
-            total += record["charged"]
-            open_.pop(record.get("id"), None)
-    return total + sum(open_.values())
-
-
-def task_lines(trace: str) -> list[dict]:
-    return [r for r in map(json.loads, open(trace, encoding="utf-8")) if r["type"] == "task"]
+from tests.helpers.runtime import GSM8K, charged, task_lines
 
 
 # ---------------------------------------------------------------- the ledger and the totals

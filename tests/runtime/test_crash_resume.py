@@ -22,7 +22,7 @@ import pytest
 from bamasc.plan.compile import compile_file
 from tests.conftest import ROOT
 from tests.runtime.servers import Action, openai_server  # noqa: F401 (fixture)
-from tests.runtime.test_wire import KEY
+from tests.helpers.runtime import KEY
 
 CHAIN = """
 model remote {{

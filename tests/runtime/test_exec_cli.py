@@ -8,7 +8,7 @@ import pytest
 
 from bamasc.cli import main
 from tests.runtime.servers import anthropic_server, openai_server, reply, status  # noqa: F401 (fixtures)
-from tests.runtime.test_wire import KEY
+from tests.helpers.runtime import KEY
 
 TWO_MODELS = """
 model cheap {{

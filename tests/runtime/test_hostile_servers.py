@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 import pytest
 
@@ -31,7 +30,7 @@ from tests.runtime.servers import (  # noqa: F401 (fixtures)
     reply,
     truncated,
 )
-from tests.runtime.test_wire import KEY, program_for
+from tests.helpers.runtime import KEY
 
 MESSAGES = [Message("user", "What is 40 plus 2?")]
 

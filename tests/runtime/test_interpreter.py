@@ -21,22 +21,11 @@ from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.trace import TraceWriter, finished_tasks
 from tests.conftest import ROOT
-from tests.optimize.test_bind_property import systems
+from tests.helpers.runtime import Collect
+from tests.helpers.systems import systems
 
 NO_WAIT = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.0, timeout=5.0)
 GSM8K = os.path.join(ROOT, "examples", "gsm8k.bam")
-
-
-class Collect(TraceWriter):
-    def __init__(self):
-        super().__init__(None)
-        self.calls, self.tasks = [], []
-
-    def call(self, record):
-        self.calls.append(record)
-
-    def task(self, record):
-        self.tasks.append(record)
 
 
 def run_task(plan, program, providers, task="What is 6 times 7?", template=None, budget=None, trace=None):

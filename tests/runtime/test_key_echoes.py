@@ -10,7 +10,7 @@ import pytest
 from bamasc.cli import main
 from bamasc.secrets import redact
 from tests.runtime.servers import ScriptedServer, status
-from tests.runtime.test_wire import program_for
+from tests.helpers.runtime import program_for
 
 KEY = "sk-proj-Zq81vXw0Lm3Nb7Tc2Yd5Ke9Rf4Hg6Ja1"  # the key the client sends
 OTHER = "sk-ant-api03-Xy7Qw2Er5Ty8Ui1Op4As6Df9Gh3Jk0"  # one it never sent, which the server echoes all the same

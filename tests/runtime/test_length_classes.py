@@ -18,8 +18,8 @@ import pytest
 from bamasc.cli import main
 from bamasc.plan.compile import compile_file
 from bamasc.plan.lengths import LengthFit, TooLong
-from tests.test_route_milp import FLOWS as ROUTE_FLOWS, random_route_source
-from tests.test_template_milp import random_source
+from tests.helpers.routes import FLOWS as ROUTE_FLOWS, random_route_source
+from tests.helpers.milp import random_source
 
 FIRST = 40  # the generators' task_tokens
 # Flows whose bound the verbose fake reaches exactly, at any length (tests/runtime/test_route_run.py for routes).

@@ -14,7 +14,7 @@ from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider
 from bamasc.runtime.retry import RetryPolicy
 from tests.runtime.servers import openai_server, reply  # noqa: F401 (fixtures)
-from tests.runtime.test_interpreter import Collect
+from tests.helpers.runtime import Collect
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POLICY = RetryPolicy(max_attempts=1, base_delay=0.01, max_delay=0.05, jitter=0.0, timeout=2.0)

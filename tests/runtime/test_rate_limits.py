@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from bamasc.plan.compile import compile_file
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
 from bamasc.runtime.deadline import DeadlineGuard
@@ -22,51 +21,13 @@ from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.limiter import RateLimiter, limiter_for, rate_key
 from bamasc.runtime.providers.failures import error_for_status
-from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.trace import TraceWriter
+from tests.helpers.runtime import RETRY, WINDOW, compiled
 from tests.runtime.fake_time import FakeTime
 from tests.runtime.rate_server import limited_server
-from tests.runtime.servers import Action, ScriptedServer, reply, status
+from tests.runtime.servers import Action, ScriptedServer, status
 
 KEY = "sk-test-never-printed-0123456789"
-WINDOW = 3.0  # seconds the server and the limiter count a "minute" over
-RETRY = RetryPolicy(max_attempts=4, base_delay=0.05, max_delay=WINDOW, jitter=0.0, timeout=5.0)
-
-
-def compiled(tmp_path, provider: str, base_url: str, rate_limit: str = "", extra: str = "", system: str = ""):
-    # A model id with no offline tokenizer: the client bounds prompts by their bytes, as the server counts them.
-    source = f"""
-model remote {{
-  provider = {provider}
-  name     = "local-model"
-  base_url = "{base_url}"
-  api_key  = env("BAMASC_TEST_KEY")
-  price    {{ input = 0.5  output = 2.0 }}
-  tier     = 1
-  {rate_limit}
-  {extra}
-}}
-role Solver {{
-  max_output = 64
-  prompt     = "Solve: {{{{task}}}}"
-}}
-topology single {{
-  slot solver : Solver [1..1]
-  flow {{ answer solver(task) }}
-}}
-system s {{
-  models     = [remote]
-  topologies = [single]
-  budget     = 1000
-  answer     = text
-  {system}
-}}
-"""
-    path = tmp_path / "limits.bam"
-    path.write_text(source)
-    result = compile_file(str(path))
-    assert result.plan is not None, [d.message for d in result.diagnostics]
-    return result.plan, result.program
 
 
 def run(plan, program, tasks: int, limiter, concurrency: int = 8, trace_path=None):

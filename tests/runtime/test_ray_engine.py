@@ -15,7 +15,7 @@ from bamasc.runtime.batch import BudgetLevel
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
 from tests.conftest import ROOT
-from tests.runtime.test_batch import charged, task_lines
+from tests.helpers.runtime import charged, task_lines
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (the ray extra)")
 

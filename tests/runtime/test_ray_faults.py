@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.runtime.servers import Action, ScriptedServer
-from tests.runtime.test_wire import KEY
+from tests.helpers.runtime import KEY
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (the ray extra)")
 if not sys.platform.startswith("linux"):

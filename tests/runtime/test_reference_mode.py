@@ -22,7 +22,7 @@ The sequences below were written from reading the reference's engine (github chu
   check at all. The dry-run planner writes a card for every step the plan allows (4), so every
   executor seat runs.
 
-The pools are the reference ILP's (tests/optimize/test_paper.py, EXPECTED), which
+The pools are the reference ILP's (tests/helpers/paper.py, EXPECTED), which
 `--cost-model paper` binds. "E:H" is an Executor call on the High model (tier 1), "C:L" a Critic
 call on the Low one, "P" the Planner.
 """
@@ -39,8 +39,8 @@ from bamasc.runtime.guard import BudgetGuard, PosthocGuard, guard_class
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
-from tests.optimize.test_paper import EXPECTED as POOLS
-from tests.runtime.test_interpreter import Collect
+from tests.helpers.paper import EXPECTED as POOLS
+from tests.helpers.runtime import Collect
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ONE_TRY = RetryPolicy(max_attempts=1)

@@ -1,6 +1,6 @@
 """`route` at run time: only the chosen branch runs, never over the proven bound, and the bound is reached.
 
-Random route templates (tests/test_route_milp.py) are compiled and run on the
+Random route templates (tests/helpers/routes.py) are compiled and run on the
 offline fake: in random mode (routers name any branch or none, critics approve
 at random, planners emit any number of steps) under many seeds, charged ≤
 proven bound ≤ budget on every task. In verbose mode, a dry run, the fake
@@ -22,7 +22,7 @@ from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
-from tests.test_route_milp import FLOWS, random_route_source
+from tests.helpers.routes import FLOWS, random_route_source
 
 # Plans included: the bound counts a step card beside the plan it was cut from (CallNode.again),
 # so a dry run of a plan stays within it.
@@ -101,7 +101,7 @@ def test_the_dry_run_takes_the_branch_whose_answer_read_later_makes_the_worst_ca
     """`deep` is the costlier branch with the shorter answer, `wide` the cheaper with the longer
     list (tests/test_route_milp.py works the bound out by hand): the bound is the run through
     `deep`, and the verbose fake's run is charged exactly that."""
-    from tests.test_route_milp import DEEP_OR_WIDE
+    from tests.helpers.routes import DEEP_OR_WIDE
 
     result = _compiled(tmp_path, DEEP_OR_WIDE % 7310)
     assert result is not None

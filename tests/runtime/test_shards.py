@@ -71,7 +71,7 @@ def test_a_local_resume_counts_a_killed_ray_runs_shards(tmp_path):
     from bamasc.plan.compile import compile_file
     from bamasc.runtime.execute import ExecOptions, Task
     from bamasc.runtime.workers import run_tasks
-    from tests.runtime.test_batch import GSM8K
+    from tests.helpers.runtime import GSM8K
 
     compiled = compile_file(GSM8K)
     trace = str(tmp_path / "trace.jsonl")

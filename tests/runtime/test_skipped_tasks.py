@@ -10,7 +10,7 @@ import pytest
 
 from bamasc.cli import main
 from bamasc.cli.report import EXIT_ERRORS, EXIT_OK, EXIT_SKIPPED
-from tests.runtime.test_batch import GSM8K, charged, task_lines
+from tests.helpers.runtime import GSM8K, charged, task_lines
 
 
 @pytest.fixture

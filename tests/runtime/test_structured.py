@@ -20,7 +20,7 @@ from bamasc.runtime.providers.replay import ReplayProvider, prompt_key
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.structured import Structured, check_output, example_answer, structured
 from bamasc.runtime.tools import ToolSpec
-from tests.runtime.test_interpreter import Collect
+from tests.helpers.runtime import Collect
 
 from .servers import anthropic_server, openai_server, raw, reply  # noqa: F401 (fixtures)
 

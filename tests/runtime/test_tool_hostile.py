@@ -17,48 +17,13 @@ from bamasc.runtime.providers.base import GREEDY, Completion, ProviderError, Too
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tokens import content_bytes, safe_prompt_bound, specs_tokens
 from bamasc.runtime.tool_loop import INVALID_NAME, MAX_CALL_ID_BYTES
+from tests.helpers.tools import SOURCE
 from tests.runtime.processes import no_leftover_process  # noqa: F401 (fixture)
 from tests.runtime.tool_templates import Lines, compiled, run_task
 
 pytest.importorskip("jsonschema", reason="tools check their arguments with jsonschema (the mcp extra)")
 pytestmark = pytest.mark.usefixtures("no_leftover_process")
 
-SOURCE = """
-tool lookup {
-  python = "hostile_tools:lookup"
-  description = "Look an order up"
-  parameters = \"\"\"{"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}\"\"\"
-  max_result = 120 tokens
-  timeout = 0.5 s
-  price = 10
-}
-model m0 {
-  provider = fake
-  name = "m0"
-  price { input = 1  output = 2 }
-  tier = 1
-}
-role Agent {
-  tools = [lookup]
-  max_tool_rounds = 3
-  max_tool_calls = 2
-  max_output = 64
-  prompt = "Answer it: {{task}}"
-}
-topology t {
-  slot agent : Agent [1..1]
-  flow {
-    answer agent(task)
-  }
-}
-system s {
-  models = [m0]
-  topologies = [t]
-  budget = 100000000
-  task_tokens = 40
-  on_exhausted = best_so_far
-}
-"""
 TOOLS = "def lookup(q: str) -> str:\n    return 'order ' + q[:20]\n"
 MEGABYTE = 1 << 20
 

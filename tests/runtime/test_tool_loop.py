@@ -97,7 +97,7 @@ def test_verbose_against_hostile_tools_costs_at_most_the_bound(tmp_path, seed):
 
 
 def test_a_round_the_budget_cannot_hold_ends_the_loop_with_the_final_round(tmp_path):
-    from tests.runtime.test_tool_hostile import SOURCE
+    from tests.helpers.tools import SOURCE
 
     source = SOURCE.replace("hostile_tools", "full_tools").replace("max_output = 64", "max_output = 32")
     program, system, template = compiled(tmp_path, source, "full_tools", "def lookup(q: str) -> str:\n    return 'r' * 120\n")

@@ -10,7 +10,7 @@ from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.providers.base import Completion
 from bamasc.runtime.trace import TraceWriter
 from bamasc.runtime.workers import Batch, run_chunk
-from tests.runtime.test_rate_limits import RETRY, compiled
+from tests.helpers.runtime import RETRY, compiled
 
 HOLD_AT_MOST_S = 30.0  # a call held for the other task gives up after this, so a regression fails instead of hanging
 

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from bamasc.plan.compile import compile_file
 from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider
 from bamasc.runtime.retry import RetryPolicy
+from tests.helpers.runtime import KEY, Collect, program_for
 from tests.runtime.servers import (  # noqa: F401 (fixtures)
     anthropic_server,
     drop,
@@ -21,42 +21,8 @@ from tests.runtime.servers import (  # noqa: F401 (fixtures)
     status,
     truncated,
 )
-from tests.runtime.test_interpreter import Collect
 
-KEY = "sk-test-never-printed-0123456789"
 POLICY = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05, jitter=0.0, timeout=0.5)
-
-
-def program_for(tmp_path, provider: str, base_url: str):
-    source = f"""
-model remote {{
-  provider = {provider}
-  name     = "{'gpt-4o-mini' if provider == 'openai' else 'claude-3-5-haiku'}"
-  base_url = "{base_url}"
-  api_key  = env("BAMASC_TEST_KEY")
-  price    {{ input = 0.5  output = 2.0 }}
-  tier     = 1
-}}
-role Solver {{
-  max_output = 64
-  prompt     = "Solve: {{{{task}}}}"
-}}
-topology single {{
-  slot solver : Solver [1..1]
-  flow {{ answer solver(task) }}
-}}
-system s {{
-  models     = [remote]
-  topologies = [single]
-  budget     = 400
-  answer     = number
-}}
-"""
-    path = tmp_path / "wire.bam"
-    path.write_text(source)
-    result = compile_file(str(path))
-    assert result.plan is not None, [d.message for d in result.diagnostics]
-    return result.plan, result.program
 
 
 def run_once(plan, program, budget=None):

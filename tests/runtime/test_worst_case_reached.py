@@ -19,7 +19,7 @@ from bamasc.runtime.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy
-from tests.test_template_milp import FLOWS, random_source
+from tests.helpers.milp import FLOWS, random_source
 
 NO_WAIT = RetryPolicy(max_attempts=1, base_delay=0.0, max_delay=0.0, timeout=5.0)
 

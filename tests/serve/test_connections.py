@@ -7,14 +7,8 @@ bounded, its log holds no traceback, and it serves a normal request after.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import selectors
 import socket
-import threading
-import time
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -22,13 +16,20 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
 from bamasc.serve.connections import FILES_PER_CONNECTION, FILES_SPARE  # noqa: E402
+from tests.helpers.connections import (  # noqa: E402
+    address,
+    exchange,
+    more_open_files,
+    open_files,
+    read_answers,
+    status_code,
+)
 from tests.serve.harness import TOKEN, Server, compiled_plan  # noqa: E402
 
 FLOOD = 10_000
 MAX_PENDING = 64
 CAP = (MAX_PENDING + 256) * 2  # connections the server holds: --max-pending + 256 requests, twice (serve/main.py)
 REQUEST_S = "2"  # --request-timeout: short, so the test does not wait long for the server to give up on a request
-SETTLE_S = 600.0  # how long every connection may take to be answered or closed on a loaded machine
 AUTH = f"Authorization: Bearer {TOKEN}\r\n".encode()
 SLOW_HEAD = b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\n" + AUTH
 SLOW_BODY = SLOW_HEAD + b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n" + b'{"task": "'
@@ -42,68 +43,13 @@ def _status(pid: int, field: str) -> int:
     raise AssertionError(f"no {field}")
 
 
-def _open_files(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def _address(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    return parts.hostname, parts.port
-
-
-def _code(received: bytes) -> int | None:
-    """The status of the response received (None: closed without a word)."""
-    if not received:
-        return None
-    assert received.startswith(b"HTTP/1.1 "), received[:120]
-    return int(received[9:12])
-
-
 def _error(received: bytes) -> dict:
     """The JSON error of a refusal."""
     return json.loads(received.partition(b"\r\n\r\n")[2])["error"]
 
 
-def _answers(sockets: list[socket.socket]) -> list[bytes | str]:
-    """What each socket received until the server closed it ("reset" where it reset the connection)."""
-    received: list[bytes | str] = [b""] * len(sockets)
-    selector = selectors.DefaultSelector()
-    for index, sock in enumerate(sockets):
-        sock.setblocking(False)
-        selector.register(sock, selectors.EVENT_READ, index)
-    open_count = len(sockets)
-    give_up = time.monotonic() + SETTLE_S
-    while open_count and time.monotonic() < give_up:
-        for key, _ in selector.select(timeout=5):
-            index, sock = key.data, key.fileobj
-            try:
-                data = sock.recv(65536)
-            except BlockingIOError:
-                continue
-            except OSError as problem:
-                assert problem.errno in (errno.ECONNRESET, errno.EPIPE), problem
-                received[index], data = "reset", b""
-            if data:
-                received[index] += data
-                continue
-            selector.unregister(sock)
-            open_count -= 1
-    selector.close()
-    assert not open_count, f"{open_count} of {len(sockets)} connections were neither answered nor closed"
-    return received
-
-
-def _more_open_files(needed: int) -> None:
-    resource = pytest.importorskip("resource")
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        pytest.skip(f"the hard limit on open files (ulimit -Hn: {hard}) is below the {needed} this test opens")
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-
-
 def test_ten_thousand_connections_are_refused_or_closed_and_the_server_keeps_serving(tmp_path):
-    _more_open_files(FLOOD + 512)
+    more_open_files(FLOOD + 512)
     server = Server(compiled_plan(str(tmp_path)), "--fake", "echo", "--max-pending", str(MAX_PENDING),
                     "--request-timeout", REQUEST_S, "--trace", str(tmp_path / "trace.jsonl"))
     sockets: list[socket.socket] = []
@@ -116,7 +62,7 @@ def test_ten_thousand_connections_are_refused_or_closed_and_the_server_keeps_ser
         # A third idle, a third with half a head, a third with a head and the start of a body that never ends.
         kinds = (b"", SLOW_HEAD, SLOW_BODY)
         for n in range(FLOOD):
-            sock = socket.create_connection(_address(server.url), timeout=120)
+            sock = socket.create_connection(address(server.url), timeout=120)
             sockets.append(sock)
             try:
                 if kinds[n % 3]:
@@ -124,11 +70,11 @@ def test_ten_thousand_connections_are_refused_or_closed_and_the_server_keeps_ser
             except OSError:
                 pass  # refused as it opened: its answer is waiting
             if n % 500 == 0:
-                most_files = max(most_files, _open_files(pid))
-        most_files = max(most_files, _open_files(pid))
+                most_files = max(most_files, open_files(pid))
+        most_files = max(most_files, open_files(pid))
         grown_mib = (_status(pid, "VmHWM") - before_kib) / 1024
-        answers = _answers(sockets)
-        codes = [None if answer == "reset" else _code(answer) for answer in answers]
+        answers = read_answers(sockets)
+        codes = [None if answer == "reset" else status_code(answer) for answer in answers]
         seen = {code: codes.count(code) for code in set(codes)}
         assert set(seen) <= {None, 408, 503}, seen
         assert seen.get(408, 0) and seen.get(503, 0), seen  # some held until too slow, some refused as they opened
@@ -151,53 +97,19 @@ def test_ten_thousand_connections_are_refused_or_closed_and_the_server_keeps_ser
     assert "Traceback" not in server.log(), server.log()[-3000:]
 
 
-def _exchange(url: str, head: bytes, trickle: bytes = b"") -> bytes:
-    """Send `head`, then `trickle` a byte at a time (a thread, until the server stops reading), and read all
-    that the server answers until it closes the connection."""
-    sock = socket.create_connection(_address(url), timeout=120)
-    sock.sendall(head)
-    stop = threading.Event()
-
-    def drip() -> None:
-        for byte in trickle:
-            if stop.wait(0.2):
-                return
-            try:
-                sock.sendall(bytes([byte]))
-            except OSError:
-                return
-
-    dripping = threading.Thread(target=drip, daemon=True)
-    dripping.start()
-    received = b""
-    try:
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                break
-            received += data
-    except ConnectionResetError:
-        pass
-    finally:
-        stop.set()
-        dripping.join()
-        sock.close()
-    return received
-
-
 def test_slow_and_oversized_requests_get_408_or_431_and_the_server_keeps_serving(tmp_path):
     server = Server(compiled_plan(str(tmp_path)), "--fake", "echo", "--request-timeout", REQUEST_S,
                     "--trace", str(tmp_path / "trace.jsonl"))
     try:
-        body_stops = _exchange(server.url, SLOW_BODY)
-        assert _code(body_stops) == 408 and _error(body_stops)["message"] == "the body did not arrive within 2 s"
-        body_trickles = _exchange(server.url, SLOW_BODY, b"x" * 10_000)  # every byte late, none too late
+        body_stops = exchange(server.url, SLOW_BODY)
+        assert status_code(body_stops) == 408 and _error(body_stops)["message"] == "the body did not arrive within 2 s"
+        body_trickles = exchange(server.url, SLOW_BODY, b"x" * 10_000)  # every byte late, none too late
         assert body_trickles.startswith(b"HTTP/1.1 408"), body_trickles[:200]
-        head_trickles = _exchange(server.url, SLOW_HEAD, b"X-Slow: " + b"a" * 10_000)  # slowloris
-        assert _code(head_trickles) == 408 and _error(head_trickles)["message"].startswith("the request's head")
-        huge_head = _exchange(server.url, SLOW_HEAD + b"X-Big: " + b"a" * (20 << 10))  # a head not done at 16 KiB
-        assert _code(huge_head) == 431, huge_head[:200]
-        assert _exchange(server.url, b"") == b""  # a connection that sends nothing is closed without a word
+        head_trickles = exchange(server.url, SLOW_HEAD, b"X-Slow: " + b"a" * 10_000)  # slowloris
+        assert status_code(head_trickles) == 408 and _error(head_trickles)["message"].startswith("the request's head")
+        huge_head = exchange(server.url, SLOW_HEAD + b"X-Big: " + b"a" * (20 << 10))  # a head not done at 16 KiB
+        assert status_code(huge_head) == 431, huge_head[:200]
+        assert exchange(server.url, b"") == b""  # a connection that sends nothing is closed without a word
         still = httpx.post(f"{server.url}/v1/tasks", json={"task": "What is 1 + 1?"}, headers=server.headers,
                            timeout=120)
         assert still.status_code == 200 and still.json()["status"] == "ok", still.text
