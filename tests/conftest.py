@@ -94,21 +94,29 @@ def pytest_unconfigure(config):
         _WATCHDOG.stop.set()
 
 
-# ---------------------------------------------------------------- retry back-off on a fake clock
+# ---------------------------------------------------------------- waits on a fake clock
 
 
 class BackoffClock:
-    """Stands in for the interpreter's `asyncio`: each back-off wait is added to `waited` and returns at once
-    (after yielding to the loop, as a sleep does); every other name is asyncio's own."""
+    """A fake clock for the interpreter's retry back-off and the rate limiter's pauses: each wait is recorded in
+    `waited` and moves `now()` on by its length, then returns at once (after yielding to the loop, as a sleep
+    does). Concurrent waits add up rather than overlap, so the clock runs ahead of real time: a limiter's
+    window ends sooner, as on a slow machine, which no charge depends on. Stands in for the interpreter's
+    `asyncio` module too: every other name is asyncio's own."""
 
     def __init__(self):
         import asyncio
+        import time
 
         self._asyncio = asyncio
+        self._start = time.monotonic()
         self.waited: list[float] = []
 
+    def now(self) -> float:
+        return self._start + sum(self.waited)
+
     async def sleep(self, seconds, result=None):
-        self.waited.append(seconds)
+        self.waited.append(max(0.0, seconds))
         return await self._asyncio.sleep(0, result)
 
     def __getattr__(self, name):
@@ -117,11 +125,14 @@ class BackoffClock:
 
 @pytest.fixture
 def backoff_clock(monkeypatch) -> BackoffClock:
-    """Retries back off on a fake clock: the waits are drawn and recorded as always, but not slept (a test of
-    what a batch charges need not wait out dozens of seconds of back-off). Only the interpreter's back-off is
-    faked; providers, limiters and deadlines keep the real clock."""
+    """Retries back off, and a rate limiter paused by a 429 waits, on a fake clock: the waits are drawn and
+    recorded as always, not slept (a test of what a batch charges need not sit out a minute of back-off).
+    Providers and deadlines keep the real clock."""
     from bamasc.runtime import interpreter
+    from bamasc.runtime.limiter import RateLimiter
 
     clock = BackoffClock()
     monkeypatch.setattr(interpreter, "asyncio", clock)
+    monkeypatch.setitem(RateLimiter.__init__.__kwdefaults__, "clock", clock.now)
+    monkeypatch.setitem(RateLimiter.__init__.__kwdefaults__, "sleep", clock.sleep)
     return clock

@@ -189,3 +189,19 @@ def test_only_the_combinators_and_syntax_test_a_combinators_ast_class():
         offenders += [f"{path.relative_to(ROOT)}:{line}" for line in lines]
     assert not offenders, "ask the combinator (combinators.combinator_of) instead:\n" + "\n".join(offenders)
     assert combinators.combinator_of  # the way in
+
+
+def test_no_test_module_imports_another():
+    """Shared test helpers live in tests/helpers/ (STYLE.md: a helpers module, not another test file)."""
+    tests = Path(ROOT) / "tests"
+    offenders = []
+    for path in tests.rglob("*.py"):
+        if "fixtures" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            names += [f"{node.module}.{alias.name}" for alias in node.names] if isinstance(node, ast.ImportFrom) else []
+            if any(name.startswith("tests.") and name.rpartition(".")[2].startswith("test_") for name in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, "move what these import into tests/helpers/:\n" + "\n".join(offenders)

@@ -15,7 +15,7 @@ from tests.watchdog import rss_mib, threads
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="the guard reads /proc, which this system lacks")
 def test_a_runaway_thread_stops_the_run_with_its_stack_and_the_test_running():
     environment = {**os.environ, "BAMASC_TEST_RSS_LIMIT_MIB": "600"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/watchdog_target.py"],
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "tests/watchdog_target.py"],
                           cwd=ROOT, env=environment, capture_output=True, text=True, timeout=900)
     said = done.stdout + done.stderr
     assert done.returncode == 3, said[-3000:]

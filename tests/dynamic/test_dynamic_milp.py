@@ -15,13 +15,14 @@ import pytest
 
 from bamasc.optimize import bind
 from tests.dynamic.sources import random_dynamic_source
-from tests.helpers.milp import assert_binds_like_brute_force, load, objective, strategy
+from tests.helpers.milp import assert_binds_like_brute_force, load, objective, strategy, within_search_space
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_dynamic_milp_equals_enumeration_and_brute_force(tmp_path, seed):
-    source = random_dynamic_source(random.Random(11000 + seed))
-    assert_binds_like_brute_force(load(tmp_path, source), source)
+    rng = random.Random(11000 + seed)
+    source, program = within_search_space(tmp_path, lambda: random_dynamic_source(rng))
+    assert_binds_like_brute_force(program, source)
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -104,6 +104,34 @@ def load(tmp_path, source: str):
     return program
 
 
+# The most bindings one brute force may enumerate (`search_space`): about 1 to 7 s of CPU at 0.1 to 0.7 ms a
+# binding. A generator's draw above it is replaced by its next draw, so a test's cost is set by this cap, not by
+# which seeds happen to draw the largest templates (one seed once drew 324,900 bindings: 32 s per brute force).
+MAX_SEARCH_SPACE = 10_000
+
+
+def search_space(program) -> int:
+    """How many bindings `brute_force` enumerates for system `s`'s template `t`: per slot, every count from
+    lo to hi and every multiset of that many models of the pool."""
+    pool = len(program.systems["s"].models)
+    return math.prod(sum(math.comb(pool + n - 1, n) for n in range(slot.lo, slot.hi + 1))
+                     for slot in program.topologies["t"].slots)
+
+
+def within_search_space(tmp_path, draw, cap: int = MAX_SEARCH_SPACE) -> tuple[str, object]:
+    """The first source `draw()` gives whose brute force enumerates at most `cap` bindings, and its program."""
+    largest = 0
+    for _ in range(100):
+        source = draw()
+        program = load(tmp_path, source)
+        space = search_space(program)
+        if space <= cap:
+            return source, program
+        largest = max(largest, space)
+    raise AssertionError(f"100 draws in a row were above {cap:,} bindings (up to {largest:,}): the generator "
+                         "no longer fits the cap")
+
+
 def brute_force(program, budget: float) -> tuple | None:
     """Every count vector, every binding with instances strongest first: the best objective (the
     system's: tier counts, quality, cost; or by value, weight x quality, cost)."""

@@ -20,15 +20,18 @@ import re
 import pytest
 
 from bamasc.optimize import bind, exact, pareto
-from tests.helpers.milp import brute_force, load, objective, same, strategy
+from tests.helpers.milp import brute_force, load, objective, same, strategy, within_search_space
 from tests.helpers.pareto import bind_by, budgets, not_better, pipeline
+
+
+# A pipeline's bindings cost about 0.15 ms each to price, and each is brute-forced at several budgets.
+PIPELINE_SEARCH_SPACE = 20_000
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_dynamic_program_binds_like_the_milp_and_brute_force(tmp_path, seed):
     rng = random.Random(seed)
-    source = pipeline(rng)
-    program = load(tmp_path, source)
+    source, program = within_search_space(tmp_path, lambda: pipeline(rng), PIPELINE_SEARCH_SPACE)
     for budget in budgets(program, rng):
         swept: list = []
         dynamic = bind_by(program, budget, 0, swept)
@@ -194,9 +197,9 @@ def test_a_slot_in_two_statements_is_billed_at_its_longest_prompt(tmp_path, seed
     """The MILP once priced the first statement's calls of such a slot at its short prompt's rate,
     under the exact bound, and compile refused the template (BAM504) at every budget it fits."""
     rng = random.Random(seed)
-    source = checked_by_the_first_slot(pipeline(rng))
+    source, program = within_search_space(tmp_path, lambda: checked_by_the_first_slot(pipeline(rng)),
+                                          PIPELINE_SEARCH_SPACE)
     assert "with s0 until approved" in source and source.count("above = 60") == source.count("model m")
-    program = load(tmp_path, source)
     for budget in budgets(program, rng) + [math.inf]:
         found = objective(bind.bind_template(program, program.systems["s"], "t", budget))
         assert found is not None or budget < math.inf

@@ -100,8 +100,11 @@ def _plan():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_batch_never_charges_past_its_total(tmp_path, monkeypatch, seed):
-    """Random totals, sizes, concurrency, fake behaviours and failures, with half the runs resumed after an error."""
+def test_the_batch_never_charges_past_its_total(tmp_path, monkeypatch, seed, backoff_clock):
+    """Random totals, sizes, concurrency, fake behaviours and failures, with half the runs resumed after an error.
+
+    Retries back off on the fake clock: the waits are drawn as always (and must be, where a call failed), not
+    slept; what a batch charges does not depend on how long it waited."""
     import bamasc.runtime.execute as execute
     from bamasc.runtime.providers.fake import FakeProvider
 
@@ -120,6 +123,8 @@ def test_the_batch_never_charges_past_its_total(tmp_path, monkeypatch, seed):
     options = ExecOptions(trace_path=trace, concurrency=rng.randint(1, 16), total_budget=total, budget_plans=tuple(lower))
     results, _, _ = asyncio.run(run_tasks(plan, program, None, tasks, options))
     assert charged(trace) <= total + 1e-6
+    retried = any(r["type"] == "reserve" and r["attempt"] > 1 for r in map(json.loads, open(trace, encoding="utf-8")))
+    assert not retried or backoff_clock.waited, "a call was retried without backing off or a pause"
     assert sorted(r.task_id for r in results) == sorted(t.id for t in tasks)  # every task has its outcome
     skipped = [r for r in results if r.status == "skipped_total"]
     assert all(r.cost == 0 and "total budget" in r.error for r in skipped)
