@@ -5,12 +5,12 @@ The public API (docs/python.md): `bamasc.load(path).compile(...)` gives a
 The names load on first use, so `import bamasc` (and `bamasc lint`) stays cheap.
 """
 
-from bamasc.version import __version__
 
 # Read by type checkers only (mypy and pyright treat a variable of this name as
 # typing.TYPE_CHECKING); importing typing here would slow every start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from bamasc.version import __version__ as __version__
     from bamasc.api import providers as providers
     from bamasc.api.errors import BamError as BamError
     from bamasc.api.errors import BudgetError as BudgetError
@@ -55,6 +55,11 @@ __all__ = ["__version__", "providers", *_HOMES]
 def __getattr__(name: str) -> object:
     from importlib import import_module
 
+    if name == "__version__":  # (bamasc.version: `import bamasc` itself loads no other module)
+        from bamasc.version import __version__
+
+        globals()[name] = __version__
+        return __version__
     if name == "providers":
         module = import_module("bamasc.api.providers")
         globals()[name] = module

@@ -28,7 +28,7 @@ from bamasc.records import replace
 from tests.dynamic.sources import random_dynamic_source
 from tests.optimize.problems import PROPERTY, seat_problems
 from tests.helpers.conversations import random_conversation
-from tests.helpers.milp import assert_binds_like_brute_force, brute_force, load, random_source, same
+from tests.helpers.milp import assert_binds_like_brute_force, brute_force, load, random_source, same, within_search_space
 from tests.helpers.pareto import bind_by, budgets, not_better, pipeline
 from tests.helpers.routes import random_route_source
 
@@ -99,8 +99,7 @@ def _small(generate, rng: random.Random) -> str:
 @pytest.mark.parametrize("kind", GENERATORS)
 def test_every_binder_path_equals_brute_force_by_value(tmp_path, kind, seed):
     rng = random.Random(37_000 + seed)
-    source = by_value(GENERATORS[kind](rng), rng)
-    program = load(tmp_path, source)
+    source, program = within_search_space(tmp_path, lambda: by_value(GENERATORS[kind](rng), rng))
     assert program.systems["s"].objective == "value"
     assert_binds_like_brute_force(program, source)
 

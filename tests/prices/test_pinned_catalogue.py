@@ -66,7 +66,7 @@ def test_the_installed_snapshot_loads_and_prices_every_example(example, tmp_path
     assert [d.code for d in lint_paths([example]).diagnostics if d.severity == "error"] == []
     compiled = compile_file(example, None, None, "lexicographic", str(tmp_path))
     assert compiled.plan is not None
-    date, _ = catalog.snapshot_date()
+    date, _ = catalog.snapshot.package_date()  # (the package's own, not a cached index's)
     for name, entry in compiled.plan.prices.items():
         if entry["source"] != "catalog":
             continue
