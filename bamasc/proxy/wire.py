@@ -303,8 +303,9 @@ class StreamReader:
         self._buffer = b""
         self._limit = limit  # one event longer than this is not read for usage (it is still passed on)
         self.done = False  # the upstream said the stream is over ([DONE], message_stop)
-        # The usage that counts the whole output came: OpenAI's usage chunk, Anthropic's message_delta (its
-        # message_start counts one output token, whatever follows).
+        # The usage that counts the whole output came, and no output came after it: OpenAI's usage chunk,
+        # Anthropic's message_delta (its message_start counts one output token, whatever follows). A usage
+        # reported early (`completion_tokens: 0` in the first chunk) counts none of what follows it.
         self.final = False
 
     def feed(self, chunk: bytes) -> None:
@@ -328,6 +329,8 @@ class StreamReader:
             return
         if isinstance(data, dict) and data.get("type") == "message_stop":
             self.done = True
+        if _has_output(self.protocol, data):
+            self.final = False  # output after the last usage: that usage did not count it
         found = read_usage(self.protocol, data)
         self.usage.most(found)
         if found.completion is not None and (self.protocol == "openai" or data.get("type") == "message_delta"):
@@ -337,6 +340,15 @@ class StreamReader:
     def settled(self) -> bool:
         """Whether the stream ended as the protocol ends one, having reported the usage of its whole output."""
         return self.done and self.final and self.usage.complete
+
+
+def _has_output(protocol: str, data: object) -> bool:
+    """Whether a stream event carries output: an OpenAI chunk with choices, an Anthropic content block."""
+    if not isinstance(data, dict):
+        return False
+    if protocol == "openai":
+        return bool(data.get("choices"))
+    return data.get("type") in ("content_block_start", "content_block_delta")
 
 
 def error_body(protocol: str, message: str, kind: str, field: str | None = None) -> dict:

@@ -30,7 +30,7 @@ def proxy(upstream, tmp_path, monkeypatch):
     cached = (f"model cached {{\n  provider = anthropic\n  name = \"claude-haiku-4-5-cachewrite\"\n"
               f"  base_url = \"{upstream.url}\"\n  api_key = env(\"UPSTREAM_KEY\")\n  tier = 1\n"
               f"  price {{ input = 1.0  output = 5.0  cache_write = 1.25 }}\n}}\n")
-    path.write_text(config_text(upstream.url, suffixes=("", "-legacy", "-nodelta")) + cached, encoding="utf-8")
+    path.write_text(config_text(upstream.url, suffixes=("", "-legacy", "-nodelta", "-earlyusage")) + cached, encoding="utf-8")
     server = ThreadProxy(str(path), trace=str(tmp_path / "trace.jsonl"))
     yield server
     server.stop()
@@ -159,3 +159,27 @@ def test_a_server_that_reads_only_max_tokens_gets_the_cap(proxy, upstream, cap):
     assert _post(proxy, body, scope, 5000, "/v1/chat/completions").status_code == 200
     assert upstream.calls[-1]["completion"] <= 20
     assert proxy.scope(scope)["status"] == "open"
+
+
+@pytest.mark.parametrize("path, model", [("/v1/chat/completions", "gpt-4.1-mini-earlyusage"),
+                                         ("/v1/messages", "claude-haiku-4-5-earlyusage")])
+@pytest.mark.parametrize("calls", [1, 3])
+def test_a_stream_that_reports_its_usage_before_its_output_keeps_its_hold(proxy, upstream, path, model, calls):
+    """A usage reported early (0 or 1 output tokens, then the output, then no usage) counts none of the output
+    after it: the hold is charged in full, so the scope never pays less than the upstream bills."""
+    cap = 300
+    scope = f"early-{model}-{calls}"
+    for _ in range(calls):
+        body = {"model": model, "max_tokens": cap, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with httpx.stream("POST", f"{proxy.url}{path}", json=body, timeout=60,
+                          headers={"authorization": f"Bearer {TOKEN}", "x-bamasc-task": scope,
+                                   "x-bamasc-budget": "40000"}) as response:
+            assert response.status_code == 200
+            response.read()
+        assert upstream.calls[-1]["completion"] == cap  # it wrote (and bills) the whole cap
+    for _ in range(500):  # the stream's end is handled after the client has its last byte
+        if proxy.scope(scope)["held"] == 0:
+            break
+        time.sleep(0.02)
+    price_out = 5.0 if model.startswith("claude") else 1.6
+    assert _charged(proxy, scope) >= calls * cap * price_out

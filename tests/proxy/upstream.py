@@ -12,7 +12,9 @@ answers 500, `...-hang` never answers, `...-cachewrite` bills every UTF-8 byte o
 the prompt's text as a token written to Anthropic's cache (the most any tokenizer
 emits, at the cache-write rate), `...-legacy` reads only `max_tokens` (as older
 OpenAI-compatible servers do), writing its own default without it, `...-nodelta`
-streams Anthropic events whose message_delta carries no usage.
+streams Anthropic events whose message_delta carries no usage, `...-earlyusage` reports its usage
+before its output and never again (OpenAI: the prompt and 0 completion tokens in the first chunk;
+Anthropic: a message_delta of 1 output token before the first content block).
 
 Like Anthropic, it bills a request with tools ANTHROPIC_TOOL_PROMPT tokens of
 the tool-use system prompt it adds (the count Anthropic documents for its
@@ -160,6 +162,11 @@ class Upstream:
             return f"data: {json.dumps(data)}\n\n".encode()
 
         base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model}
+        early = model.endswith("-earlyusage")
+        if early:
+            usage = False
+            yield event({**base, "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": 0,
+                                                          "total_tokens": prompt}})
         yield event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
         for index in range(0, words, 10):
             if cut and index >= words // 2:
@@ -182,6 +189,10 @@ class Upstream:
                                                   "usage": {"input_tokens": prompt - written,
                                                             "cache_creation_input_tokens": written,
                                                             "output_tokens": 1}}})
+        early = model.endswith("-earlyusage")
+        if early:
+            yield event("message_delta", {"delta": {"stop_reason": None, "stop_sequence": None},
+                                          "usage": {"output_tokens": 1}})
         yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
         for index in range(0, words, 10):
             if cut and index >= words // 2:
@@ -193,7 +204,7 @@ class Upstream:
         delta = {"delta": {"stop_reason": "max_tokens", "stop_sequence": None},
                  "usage": {"input_tokens": prompt - written, "cache_creation_input_tokens": None,
                            "cache_read_input_tokens": None, "output_tokens": completion}}
-        if model.endswith("-nodelta"):
+        if model.endswith("-nodelta") or early:
             del delta["usage"]
         yield event("message_delta", delta)
         yield event("message_stop", {})
