@@ -206,7 +206,9 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
     except Refused as refused:
         status = 503 if refused.kind == "ledger" else 402
         return _error(protocol, status, f"bamasc proxy: {refused}", _KINDS[status])
-    forwarded = with_cap(asked, body, hold.tokens, upstream.official)
+    # Upstream by the declared `name`, never as the client typed it: a request for the `.bam` name `o3` of
+    # `name = "o3-mini"` was reserved at o3-mini's prices, and forwarded as `o3` it was billed as o3.
+    forwarded = with_cap(asked, {**body, "model": model.model_id}, hold.tokens, upstream.official)
     closing = Closing(ledger, hold, protocol, bound, pricing, asked.choices)
     pace = Pace(settings.limiter, model)
     try:

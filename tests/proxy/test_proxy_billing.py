@@ -183,3 +183,18 @@ def test_a_stream_that_reports_its_usage_before_its_output_keeps_its_hold(proxy,
         time.sleep(0.02)
     price_out = 5.0 if model.startswith("claude") else 1.6
     assert _charged(proxy, scope) >= calls * cap * price_out
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("typed, declared, path", [
+    ("m0_0", "gpt-4.1-mini", "/v1/chat/completions"), ("gpt-4.1-mini", "gpt-4.1-mini", "/v1/chat/completions"),
+    ("m0_1", "gpt-4.1-mini-legacy", "/v1/chat/completions"),
+    ("m1_0", "claude-haiku-4-5", "/v1/messages"), ("m1_2", "claude-haiku-4-5-nodelta", "/v1/messages"),
+])
+def test_a_model_asked_for_by_its_bam_name_goes_upstream_as_its_declared_name(proxy, upstream, typed, declared,
+                                                                               path, stream):
+    """The reservation is at the declared model's prices, so the upstream must be asked for that model."""
+    body = {"model": typed, "max_tokens": 50, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
+    response = _post(proxy, body, f"alias-{typed}-{stream}", 40_000, path)
+    assert response.status_code == 200, response.text
+    assert upstream.calls[-1]["model"] == declared
