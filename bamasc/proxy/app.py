@@ -36,7 +36,10 @@ from starlette.routing import Route
 from bamasc.proxy.ledger import Cost, Refused
 from bamasc.proxy.settle import Closing, Pace
 from bamasc.runtime.providers.openai_provider import is_official_endpoint
-from bamasc.proxy.wire import StreamReader, WireError, error_body, finite_budget, prompt_bound, read_request, read_usage, with_cap
+from bamasc.proxy.wire import (
+    StreamReader, UsageChunkFilter, WireError, asked_for_usage, error_body, finite_budget, prompt_bound, read_request,
+    read_usage, with_cap,
+)
 from bamasc.serve.requests import Problem, read_body
 
 log = logging.getLogger("bamasc.proxy")
@@ -219,7 +222,8 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
     closing.pace = pace
     try:
         if asked.stream:
-            return await _stream(client, upstream, request, forwarded, closing)
+            hidden = protocol == "openai" and not asked_for_usage(body)
+            return await _stream(client, upstream, request, forwarded, closing, UsageChunkFilter() if hidden else None)
         return await _whole(client, upstream, request, forwarded, closing)
     except BaseException:
         await closing.keep("the proxy stopped before the reply was read")
@@ -310,7 +314,9 @@ async def _whole(client, upstream: Upstream, request: Request, body: dict, closi
     return Response(content, status, media_type=kind)
 
 
-async def _stream(client, upstream: Upstream, request: Request, body: dict, closing: Closing) -> Response:
+async def _stream(client, upstream: Upstream, request: Request, body: dict, closing: Closing,
+                  hide: UsageChunkFilter | None) -> Response:
+    """Relay the stream as it comes, reading its usage; `hide` takes out the usage chunk the client did not ask for."""
     try:
         reply = await client.post(upstream.url, json=body, headers=upstream.headers(request))
     except _UPSTREAM_ERRORS as problem:
@@ -336,7 +342,11 @@ async def _stream(client, upstream: Upstream, request: Request, body: dict, clos
         try:
             async for chunk in reply.content.iter_any():
                 reader.feed(chunk)
-                yield chunk
+                passed = chunk if hide is None else hide.feed(chunk)
+                if passed:
+                    yield passed
+            if hide is not None and (rest := hide.rest()):
+                yield rest
         except _UPSTREAM_ERRORS as problem:
             await closing.keep(f"the upstream stream broke ({type(problem).__name__})", 200)
         finally:

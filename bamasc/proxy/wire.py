@@ -342,6 +342,61 @@ class StreamReader:
         return self.done and self.final and self.usage.complete
 
 
+class UsageChunkFilter:
+    """Takes OpenAI's usage chunk (no choices, the usage) out of a stream whose client did not ask for it: the
+    proxy asks for usage on every stream it meters, and a client loop that reads `chunk.choices[0]` would fail
+    on a chunk it never asked for. Events pass on whole, as they end (a blank line); one longer than `limit`
+    passes on as it came."""
+
+    def __init__(self, limit: int = 1 << 20):
+        self._pending = b""
+        self._limit = limit
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The bytes to pass on now: every whole event but a usage chunk; the rest waits for its end."""
+        self._pending += chunk
+        out = []
+        while True:
+            end = _event_end(self._pending)
+            if end is None:
+                break
+            event, self._pending = self._pending[:end], self._pending[end:]
+            if not _usage_chunk(event):
+                out.append(event)
+        if len(self._pending) > self._limit:
+            out.append(self._pending)
+            self._pending = b""
+        return b"".join(out)
+
+    def rest(self) -> bytes:
+        """What is left when the stream ends (an event without its blank line)."""
+        rest, self._pending = self._pending, b""
+        return b"" if _usage_chunk(rest) else rest
+
+
+def _event_end(buffer: bytes) -> int | None:
+    """Where the first server-sent event of `buffer` ends (after its blank line), or None."""
+    ends = [found + len(mark) for mark in (b"\n\n", b"\r\n\r\n") if (found := buffer.find(mark)) >= 0]
+    return min(ends) if ends else None
+
+
+def _usage_chunk(event: bytes) -> bool:
+    for line in event.splitlines():
+        if line.startswith(b"data:"):
+            try:
+                data = json.loads(line[5:].strip())
+            except ValueError:
+                return False
+            return isinstance(data, dict) and data.get("choices") == [] and "usage" in data
+    return False
+
+
+def asked_for_usage(body: dict) -> bool:
+    """Whether an OpenAI streaming request asked for the usage chunk itself (`stream_options.include_usage`)."""
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
 def _has_output(protocol: str, data: object) -> bool:
     """Whether a stream event carries output: an OpenAI chunk with choices, an Anthropic content block."""
     if not isinstance(data, dict):

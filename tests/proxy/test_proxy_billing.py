@@ -198,3 +198,53 @@ def test_a_model_asked_for_by_its_bam_name_goes_upstream_as_its_declared_name(pr
     response = _post(proxy, body, f"alias-{typed}-{stream}", 40_000, path)
     assert response.status_code == 200, response.text
     assert upstream.calls[-1]["model"] == declared
+
+
+@pytest.mark.parametrize("asks_usage", [False, True])
+def test_the_openai_sdks_stream_loop_reads_choices_0_and_the_usage_chunk_only_when_asked(proxy, upstream, asks_usage):
+    """The proxy asks every stream for its usage; a client that did not ask must not get that chunk (no choices),
+    or the most common loop, `chunk.choices[0]`, raises IndexError through the proxy and not without it."""
+    import openai
+
+    scope = f"sdk-loop-{asks_usage}"
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=TOKEN, max_retries=0,
+                           default_headers={"x-bamasc-task": scope, "x-bamasc-budget": "40000"})
+    extra = {"stream_options": {"include_usage": True}} if asks_usage else {}
+    text, usage = [], []
+    for chunk in client.chat.completions.create(model="gpt-4.1-mini", max_tokens=120, stream=True,
+                                                messages=[{"role": "user", "content": "say words"}], **extra):
+        if chunk.usage is not None:
+            usage.append(chunk.usage)
+            assert asks_usage and chunk.choices == []
+            continue
+        text.append(chunk.choices[0].delta.content or "")
+    assert "".join(text).split() == ["word"] * 120
+    assert [u.completion_tokens for u in usage] == ([120] if asks_usage else [])
+    for _ in range(500):  # the stream's end is handled after the client has its last byte
+        if proxy.scope(scope)["held"] == 0:
+            break
+        time.sleep(0.02)
+    # Settled at the upstream's own usage, which the proxy read even where the client did not see it.
+    assert _charged(proxy, scope) == pytest.approx(upstream.calls[-1]["prompt"] * 0.4 + 120 * 1.6)
+
+
+def test_the_usage_chunk_is_taken_out_wherever_the_bytes_are_split():
+    """Every split of a stream into pieces (as TCP delivers it) passes on the same events, the usage chunk out."""
+    import random
+
+    from bamasc.proxy.wire import UsageChunkFilter
+
+    def event(data) -> bytes:
+        return f"data: {json.dumps(data)}\n\n".encode()
+
+    content = [event({"choices": [{"index": 0, "delta": {"content": f"w{i} "}}]}) for i in range(5)]
+    usage = event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}})
+    for ending in (b"\n\n", b"\r\n\r\n"):
+        stream = b"".join(content).replace(b"\n\n", ending) + usage.replace(b"\n\n", ending) + b"data: [DONE]" + ending
+        expected = stream.replace(usage.replace(b"\n\n", ending), b"")
+        rng = random.Random(7)
+        for _ in range(300):
+            cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 40)))
+            pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+            hide = UsageChunkFilter()
+            assert b"".join(hide.feed(piece) for piece in pieces) + hide.rest() == expected
