@@ -191,6 +191,7 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
                                f"config; declared: {', '.join(names) or 'none'}", "model")
         scope, budget = _scope(request, settings)
         model = upstream.model
+        _check_betas(request.headers.get("anthropic-beta"), model)
         bound = prompt_bound(protocol, body, model.model_id, settings.exact)
         pricing = model.prices()
         rates = pricing.worst_rates(bound)
@@ -228,6 +229,32 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
     except BaseException:
         await closing.keep("the proxy stopped before the reply was read")
         raise
+
+
+# Anthropic betas that leave the bill within what the proxy reserves: caching (writes are reserved at the
+# cache-write rate, and a one-hour write is refused from the body), tool and thinking formats (billed as the
+# input and output tokens the proxy bounds and caps), a larger output limit (the proxy sets max_tokens).
+_BOUNDED_BETAS = ("prompt-caching-", "token-efficient-tools-", "fine-grained-tool-streaming-",
+                  "interleaved-thinking-", "output-128k-")
+
+
+def _check_betas(header: str | None, model) -> None:
+    """Refuse an `anthropic-beta` the reservation cannot bound. `context-1m-*` bills prompts past 200k tokens at
+    long-context rates (twice the input): it passes only to a model whose price declares that tier."""
+    if header is None:
+        return
+    for beta in (value.strip() for value in header.split(",")):
+        if not beta or beta.startswith(_BOUNDED_BETAS):
+            continue
+        if beta.startswith("context-1m-"):
+            if model.prices().tiers:
+                continue
+            raise Problem(400, f"anthropic-beta {beta!r} bills long prompts at long-context rates, and model "
+                               f"{model.name!r} declares none: add a `long_prompt` tier to its price to use it",
+                          "anthropic-beta")
+        raise Problem(400, f"anthropic-beta {beta!r} is not forwarded: the proxy cannot bound what it bills "
+                           f"(betas it forwards: {', '.join(b + '*' for b in _BOUNDED_BETAS)} and context-1m-* "
+                           "where the price has a long-prompt tier)", "anthropic-beta")
 
 
 # Deepest body forwarded: the JSON encoders on the way upstream run deeper in the stack than the decoder,

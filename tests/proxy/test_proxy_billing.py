@@ -30,7 +30,11 @@ def proxy(upstream, tmp_path, monkeypatch):
     cached = (f"model cached {{\n  provider = anthropic\n  name = \"claude-haiku-4-5-cachewrite\"\n"
               f"  base_url = \"{upstream.url}\"\n  api_key = env(\"UPSTREAM_KEY\")\n  tier = 1\n"
               f"  price {{ input = 1.0  output = 5.0  cache_write = 1.25 }}\n}}\n")
-    path.write_text(config_text(upstream.url, suffixes=("", "-legacy", "-nodelta", "-earlyusage")) + cached, encoding="utf-8")
+    tiered = (f"model tiered {{\n  provider = anthropic\n  name = \"claude-sonnet-4-5\"\n"
+              f"  base_url = \"{upstream.url}\"\n  api_key = env(\"UPSTREAM_KEY\")\n  tier = 1\n"
+              f"  price {{ input = 3.0  output = 15.0  long_prompt {{ above = 200000  input = 6.0  output = 22.5 }} }}\n}}\n")
+    path.write_text(config_text(upstream.url, suffixes=("", "-legacy", "-nodelta", "-earlyusage")) + cached + tiered,
+                    encoding="utf-8")
     server = ThreadProxy(str(path), trace=str(tmp_path / "trace.jsonl"))
     yield server
     server.stop()
@@ -248,3 +252,27 @@ def test_the_usage_chunk_is_taken_out_wherever_the_bytes_are_split():
             pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
             hide = UsageChunkFilter()
             assert b"".join(hide.feed(piece) for piece in pieces) + hide.rest() == expected
+
+
+@pytest.mark.parametrize("model, beta, passed", [
+    ("claude-haiku-4-5", "context-1m-2025-08-07", False),  # long prompts at twice the input rate, no tier declared
+    ("claude-haiku-4-5", "prompt-caching-2024-07-31, context-1m-2025-08-07", False),
+    ("claude-haiku-4-5", "some-new-feature-2026-01-01", False),
+    ("claude-haiku-4-5", "Context-1M-2025-08-07", False),
+    ("claude-haiku-4-5", "prompt-caching-2024-07-31", True),
+    ("claude-haiku-4-5", "token-efficient-tools-2025-02-19,interleaved-thinking-2025-05-14", True),
+    ("tiered", "context-1m-2025-08-07", True),  # the price declares the long-prompt tier: reserved at it
+])
+def test_an_anthropic_beta_the_reservation_cannot_bound_is_refused_before_it_is_forwarded(proxy, upstream, model,
+                                                                                          beta, passed):
+    body = {"model": model, "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+    calls = len(upstream.calls)
+    response = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=60,
+                          headers={"authorization": f"Bearer {TOKEN}", "x-bamasc-task": f"beta-{model}-{beta}".replace(" ", ""),
+                                   "x-bamasc-budget": "40000", "anthropic-beta": beta})
+    if passed:
+        assert response.status_code == 200, response.text
+        assert len(upstream.calls) == calls + 1
+    else:
+        assert response.status_code == 400 and "anthropic-beta" in response.json()["error"]["message"]
+        assert len(upstream.calls) == calls
