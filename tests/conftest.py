@@ -94,6 +94,23 @@ def pytest_unconfigure(config):
         _WATCHDOG.stop.set()
 
 
+# ---------------------------------------------------------------- the longest modules first
+
+# Modules that take a worker longest (pytest --durations, 2 cores): scheduled first, so that no worker starts
+# one of them while the other is nearly done (xdist hands out modules in collection order). The CLI goldens
+# build every record (about 100 s) before their first test.
+LONGEST_MODULES = (
+    "tests/test_cli_golden.py", "tests/optimize/test_pareto.py", "tests/dynamic/test_dynamic_milp.py",
+    "tests/test_fuzz_inputs.py", "tests/evaluate/test_reproduce.py", "tests/runtime/test_ray_faults.py",
+    "tests/optimize/test_prune.py", "tests/policy/test_learn.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    first = {name: rank for rank, name in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: first.get(item.nodeid.partition("::")[0], len(first)))  # stable: the rest keep order
+
+
 # ---------------------------------------------------------------- waits on a fake clock
 
 
