@@ -36,10 +36,8 @@ from starlette.routing import Route
 from bamasc.proxy.ledger import Cost, Refused
 from bamasc.proxy.settle import Closing, Pace
 from bamasc.runtime.providers.openai_provider import is_official_endpoint
-from bamasc.proxy.wire import (
-    StreamReader, UsageChunkFilter, WireError, asked_for_usage, error_body, finite_budget, prompt_bound, read_request,
-    read_usage, with_cap,
-)
+from bamasc.proxy.stream import StreamReader, UsageChunkFilter, asked_for_usage
+from bamasc.proxy.wire import WireError, check_betas, error_body, finite_budget, prompt_bound, read_request, read_usage, with_cap
 from bamasc.serve.requests import Problem, read_body
 
 log = logging.getLogger("bamasc.proxy")
@@ -133,6 +131,27 @@ def build_app(settings: Settings, ledger) -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def models(request: Request) -> Response:
+        protocol = _protocol_of(request)
+        if not _authorized(request, settings.token):
+            return _error(protocol, 401, "a valid proxy token is needed (the client's API key)", _KINDS[401])
+        names = sorted({name for kind, name in settings.upstreams if kind == protocol})
+        if protocol == "anthropic":
+            data = [{"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
+                    for name in names]
+            return JSONResponse({"data": data, "has_more": False, "first_id": names[0] if names else None,
+                                 "last_id": names[-1] if names else None})
+        return JSONResponse({"object": "list", "data": [{"id": name, "object": "model", "created": 0,
+                                                         "owned_by": "bamasc-proxy"} for name in names]})
+
+    async def unknown(request: Request, problem: Exception) -> Response:
+        """A route the proxy does not serve, or a method it does not take: the protocol's JSON error, never text."""
+        status = getattr(problem, "status_code", 404)
+        what = "is not served by the proxy" if status == 404 else f"does not take {request.method}"
+        served = "POST /v1/chat/completions, POST /v1/messages, GET /v1/models, GET /v1/scopes/SCOPE, GET /v1/budget"
+        return _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
+                      _KINDS.get(status, "invalid_request_error"))
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
@@ -146,8 +165,14 @@ def build_app(settings: Settings, ledger) -> Starlette:
         Route("/v1/scopes/{scope:path}", scope, methods=["GET"]),
         Route("/v1/budget", budget, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: unknown, 405: unknown})
+
+
+def _protocol_of(request: Request) -> str:
+    """The protocol whose error shape a request reads: Anthropic's where its client says so, else OpenAI's."""
+    return "anthropic" if "anthropic-version" in request.headers or request.url.path.startswith("/v1/messages") else "openai"
 
 
 def _client_key(request: Request) -> str | None:
@@ -174,6 +199,7 @@ def _error(protocol: str, status: int, message: str, kind: str, field: str | Non
 
 
 _KINDS = {400: "invalid_request_error", 401: "authentication_error", 402: "budget_exceeded", 404: "not_found_error",
+          405: "invalid_request_error",
           408: "request_timeout", 413: "request_too_large", 503: "ledger_unavailable"}
 
 
@@ -191,8 +217,10 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
                                f"config; declared: {', '.join(names) or 'none'}", "model")
         scope, budget = _scope(request, settings)
         model = upstream.model
-        _check_betas(request.headers.get("anthropic-beta"), model)
-        bound = prompt_bound(protocol, body, model.model_id, settings.exact)
+        check_betas(request.headers.get("anthropic-beta"), model)
+        # Counted exactly by the model's name only at OpenAI itself; elsewhere by its declared tokenizer, or safely.
+        bound = prompt_bound(protocol, body, model.tokenizer or (model.model_id if upstream.official else None),
+                             settings.exact)
         pricing = model.prices()
         rates = pricing.worst_rates(bound)
         # A client may mark its prompt for the cache (Anthropic's `cache_control`): every prompt token may then be
@@ -229,32 +257,6 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
     except BaseException:
         await closing.keep("the proxy stopped before the reply was read")
         raise
-
-
-# Anthropic betas that leave the bill within what the proxy reserves: caching (writes are reserved at the
-# cache-write rate, and a one-hour write is refused from the body), tool and thinking formats (billed as the
-# input and output tokens the proxy bounds and caps), a larger output limit (the proxy sets max_tokens).
-_BOUNDED_BETAS = ("prompt-caching-", "token-efficient-tools-", "fine-grained-tool-streaming-",
-                  "interleaved-thinking-", "output-128k-")
-
-
-def _check_betas(header: str | None, model) -> None:
-    """Refuse an `anthropic-beta` the reservation cannot bound. `context-1m-*` bills prompts past 200k tokens at
-    long-context rates (twice the input): it passes only to a model whose price declares that tier."""
-    if header is None:
-        return
-    for beta in (value.strip() for value in header.split(",")):
-        if not beta or beta.startswith(_BOUNDED_BETAS):
-            continue
-        if beta.startswith("context-1m-"):
-            if model.prices().tiers:
-                continue
-            raise Problem(400, f"anthropic-beta {beta!r} bills long prompts at long-context rates, and model "
-                               f"{model.name!r} declares none: add a `long_prompt` tier to its price to use it",
-                          "anthropic-beta")
-        raise Problem(400, f"anthropic-beta {beta!r} is not forwarded: the proxy cannot bound what it bills "
-                           f"(betas it forwards: {', '.join(b + '*' for b in _BOUNDED_BETAS)} and context-1m-* "
-                           "where the price has a long-prompt tier)", "anthropic-beta")
 
 
 # Deepest body forwarded: the JSON encoders on the way upstream run deeper in the stack than the decoder,

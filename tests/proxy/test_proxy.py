@@ -452,3 +452,36 @@ def test_an_upstream_that_compresses_its_replies_is_read_and_passed_on_plain(tmp
     finally:
         server.stop()
         compressing.stop()
+
+
+def test_the_sdks_list_the_configs_models(proxy):
+    listed = [model.id for model in openai_client(proxy, "models").models.list()]
+    assert "gpt-4.1-mini" in listed and "m0_0" in listed and "claude-haiku-4-5" not in listed
+    anthropic_listed = [model.id for model in anthropic_client(proxy, "models").models.list()]
+    assert "claude-haiku-4-5" in anthropic_listed and "gpt-4.1-mini" not in anthropic_listed
+    bare = httpx.get(f"{proxy.url}/v1/models", timeout=30)  # no proxy token
+    assert bare.status_code == 401 and bare.json()["error"]["type"] == "authentication_error"
+
+
+@pytest.mark.parametrize("method, path, status", [
+    ("POST", "/v1/responses", 404), ("POST", "/v1/embeddings", 404), ("GET", "/v1/responses/resp_1", 404),
+    ("POST", "/v2/x", 404), ("POST", "/", 404), ("GET", "/%ff%fe", 404),
+    ("GET", "/v1/chat/completions", 405), ("PUT", "/v1/messages", 405), ("DELETE", "/v1/models", 405),
+])
+def test_a_route_the_proxy_does_not_serve_gets_the_protocols_json_error(proxy, method, path, status):
+    response = httpx.request(method, f"{proxy.url}{path}", timeout=30, headers={"authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == status
+    error = response.json()
+    if path.startswith("/v1/messages"):  # Anthropic's shape
+        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+        message = error["error"]["message"]
+    else:
+        assert error["error"]["type"] == ("not_found_error" if status == 404 else "invalid_request_error")
+        message = error["error"]["message"]
+    assert ("is not served" if status == 404 else f"does not take {method}") in message
+
+
+def test_the_openai_sdk_reads_an_unserved_route_as_an_api_error(proxy):
+    with pytest.raises(openai.NotFoundError) as found:
+        openai_client(proxy, "embeddings").embeddings.create(model="gpt-4.1-mini", input="hi")
+    assert "/v1/embeddings is not served" in found.value.message

@@ -33,7 +33,7 @@ def proxy(upstream, tmp_path, monkeypatch):
     tiered = (f"model tiered {{\n  provider = anthropic\n  name = \"claude-sonnet-4-5\"\n"
               f"  base_url = \"{upstream.url}\"\n  api_key = env(\"UPSTREAM_KEY\")\n  tier = 1\n"
               f"  price {{ input = 3.0  output = 15.0  long_prompt {{ above = 200000  input = 6.0  output = 22.5 }} }}\n}}\n")
-    path.write_text(config_text(upstream.url, suffixes=("", "-legacy", "-nodelta", "-earlyusage")) + cached + tiered,
+    path.write_text(config_text(upstream.url, suffixes=("", "-legacy", "-nodelta", "-earlyusage", "-perbyte")) + cached + tiered,
                     encoding="utf-8")
     server = ThreadProxy(str(path), trace=str(tmp_path / "trace.jsonl"))
     yield server
@@ -236,7 +236,7 @@ def test_the_usage_chunk_is_taken_out_wherever_the_bytes_are_split():
     """Every split of a stream into pieces (as TCP delivers it) passes on the same events, the usage chunk out."""
     import random
 
-    from bamasc.proxy.wire import UsageChunkFilter
+    from bamasc.proxy.stream import UsageChunkFilter
 
     def event(data) -> bytes:
         return f"data: {json.dumps(data)}\n\n".encode()
@@ -276,3 +276,18 @@ def test_an_anthropic_beta_the_reservation_cannot_bound_is_refused_before_it_is_
     else:
         assert response.status_code == 400 and "anthropic-beta" in response.json()["error"]["message"]
         assert len(upstream.calls) == calls
+
+
+@pytest.mark.skipif(not __import__("bamasc.runtime.tokens").runtime.tokens.tokenizer_available(),
+                    reason="the offline OpenAI tokenizer (the tokenizers extra, bpe-openai) is not installed")
+@pytest.mark.parametrize("text", ["abcdefgh" * 500, "x" * 4000, "日本語のテキスト" * 200, "🙂" * 1000])
+def test_a_model_named_like_openais_behind_another_server_is_bounded_by_its_bytes(proxy, upstream, text):
+    """Its name says nothing of the tokenizer behind another base_url: counted with OpenAI's, a prompt this
+    server bills a token per byte was reserved at a fraction of its bill."""
+    budget = 1000.0
+    body = {"model": "gpt-4.1-mini-perbyte", "max_tokens": 50, "messages": [{"role": "user", "content": text}]}
+    scope = f"perbyte-{len(text)}-{text[0].encode().hex()}"
+    calls = len(upstream.calls)
+    response = _post(proxy, body, scope, budget, "/v1/chat/completions")
+    assert response.status_code == 402, response.text  # every text is over 1,000 µ$ at a token per byte
+    assert len(upstream.calls) == calls and _charged(proxy, scope) == 0  # refused before it was forwarded

@@ -14,7 +14,8 @@ emits, at the cache-write rate), `...-legacy` reads only `max_tokens` (as older
 OpenAI-compatible servers do), writing its own default without it, `...-nodelta`
 streams Anthropic events whose message_delta carries no usage, `...-earlyusage` reports its usage
 before its output and never again (OpenAI: the prompt and 0 completion tokens in the first chunk;
-Anthropic: a message_delta of 1 output token before the first content block).
+Anthropic: a message_delta of 1 output token before the first content block), `...-perbyte` bills a
+prompt token per UTF-8 byte of its text (a model named like OpenAI's behind another server).
 
 Like Anthropic, it bills a request with tools ANTHROPIC_TOOL_PROMPT tokens of
 the tool-use system prompt it adds (the count Anthropic documents for its
@@ -111,6 +112,8 @@ class Upstream:
         if protocol == "anthropic" and body.get("tools"):
             prompt += ANTHROPIC_TOOL_PROMPT
         written = 0
+        if model.endswith("-perbyte"):  # a server whose tokenizer emits a token per UTF-8 byte
+            prompt = self._bytes(body.get("messages")) + self._bytes(body.get("system"))
         if model.endswith("-cachewrite"):
             prompt = written = self._bytes(body.get("messages")) + self._bytes(body.get("system"))
         if model.endswith("-legacy"):

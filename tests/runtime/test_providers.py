@@ -613,7 +613,9 @@ def test_plain_http_endpoints_skip_the_ca_bundle_and_trust_nothing():
     assert "verify" not in aiohttp_client(recorder, None)
 
 
-def test_an_openai_family_behind_any_endpoint_is_counted_exactly(monkeypatch):
+def test_an_openai_family_is_counted_exactly_only_at_openai_or_by_its_declared_tokenizer(monkeypatch):
+    """Behind another base_url a name like `gpt-4o-mini` may be any model (one server counted a token per byte:
+    a task was billed five times its bound): it is bounded safely unless the model declares its tokenizer."""
     import bamasc.runtime.tokens as tokens
     from bamasc.encodings import encoding_for
     from bamasc.runtime.providers.openai_provider import OpenAIProvider
@@ -621,13 +623,17 @@ def test_an_openai_family_behind_any_endpoint_is_counted_exactly(monkeypatch):
     # The offline tokenizer is an optional extra; count one token per character in its place.
     monkeypatch.setattr(tokens, "_counter", lambda encoding: len)
     gateway = "http://127.0.0.1:9/v1"
-    served = [OpenAIProvider("m", model_id, api_key=SECRET, base_url=gateway) for model_id in ("gpt-4o-mini", "openai/gpt-4.1")]
-    other = OpenAIProvider("m", "deepseek-chat", api_key=SECRET, base_url=gateway)
+    official = [OpenAIProvider("m", model_id, api_key=SECRET, base_url=url)
+                for model_id in ("gpt-4o-mini", "openai/gpt-4.1") for url in (None, "https://api.openai.com/v1")]
+    declared = [OpenAIProvider("m", "gpt-4o-mini", api_key=SECRET, base_url=gateway, tokenizer=tokenizer)
+                for tokenizer in ("gpt-4o", "o200k_base")]
+    elsewhere = [OpenAIProvider("m", model_id, api_key=SECRET, base_url=gateway)
+                 for model_id in ("gpt-4o-mini", "openai/gpt-4.1", "deepseek-chat")]
     try:
-        assert all(provider.count_prompt_tokens(MESSAGES) is not None for provider in served)
-        assert other.count_prompt_tokens(MESSAGES) is None  # bounded safely instead
+        assert all(provider.count_prompt_tokens(MESSAGES) is not None for provider in official + declared)
+        assert all(provider.count_prompt_tokens(MESSAGES) is None for provider in elsewhere)  # bounded safely
     finally:
-        for provider in (*served, other):
+        for provider in (*official, *declared, *elsewhere):
             run(provider.aclose())
     assert encoding_for("openai/gpt-4o") == "o200k_base" and encoding_for("deepseek-v3") is None
 

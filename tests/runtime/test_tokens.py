@@ -200,3 +200,20 @@ def test_offline_tokens_equal_tiktoken_with_its_official_files(encoding, monkeyp
     offline = bpe_openai.get_encoding(encoding)
     for text in TEXTS:
         assert offline.encode_ordinary(text) == reference.encode_ordinary(text)
+
+
+@needs_tokenizer
+@pytest.mark.parametrize("base_url, tokenizer, exact", [
+    (None, None, True),  # OpenAI's own API: the name is the model
+    ("https://api.openai.com/v1", None, True),
+    ("http://127.0.0.1:9/v1", None, False),  # another server: the name may be any model
+    ("https://gateway.example.com/v1", None, False),
+    ("http://127.0.0.1:9/v1", "gpt-4o", True),  # unless the model declares its tokenizer
+    ("http://127.0.0.1:9/v1", "o200k_base", True),
+])
+def test_a_model_is_counted_exactly_by_its_name_only_at_openai(base_url, tokenizer, exact):
+    from bamasc.runtime.providers.openai_provider import OpenAIProvider
+
+    provider = OpenAIProvider("m", "gpt-4o-mini", api_key="k", base_url=base_url, tokenizer=tokenizer)
+    counted = provider.count_prompt_tokens([Message("user", "abcdefgh" * 100)])
+    assert (counted is not None) == exact

@@ -60,8 +60,10 @@ class OpenAIProvider:
     new name, leaving the reply uncapped.
 
     `tokenizer` (an OpenAI model id or encoding name) enables exact prompt
-    counts; by default `model_id` is used, so any endpoint serving an OpenAI
-    model family gets them, and other models get the safe bound.
+    counts. Without it, `model_id` names the tokenizer only at OpenAI's own
+    endpoint: behind any other server a name like `gpt-4o-mini` may be any
+    model (one counting a token per byte was billed 5 times its bound), so
+    it gets the safe bound unless the model declares its `tokenizer`.
     """
 
     def __init__(
@@ -81,10 +83,7 @@ class OpenAIProvider:
         self.model_id = model_id
         self.base_url = base_url
         self.token_param = token_param
-        # A model id of an OpenAI family names that model behind any endpoint
-        # (Azure, a LiteLLM or OpenRouter gateway); a count that came out low
-        # anyway would be caught as overbilling, not spent silently.
-        self._tokenizer = tokenizer or model_id
+        self._tokenizer = tokenizer or (model_id if is_official_endpoint(base_url) else None)
         self._api_key = api_key
         # The SDK retries on its own by default; each attempt must be budgeted, so never.
         self._client = client or openai.AsyncOpenAI(
