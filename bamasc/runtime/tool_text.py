@@ -91,12 +91,20 @@ def error_text(message: str, limit: int) -> tuple[str, bool, int]:
 
 
 def describe_exception(exc: BaseException, limit: int = 2000) -> str:
-    """`Type: message` of an exception a tool raised, its message cut to `limit` bytes (no traceback)."""
+    """`Type: message` of an exception a tool raised, its message cut to `limit` bytes (no traceback), every
+    key in it masked (plain, base64 or URL-encoded): the trace, the output and the model all read it."""
+    from bamasc.secrets import redact
+
     try:
         message = str(exc)
     except Exception:  # a broken __str__ is the tool's defect, not the run's
         message = "(its message could not be read)"
-    text, _, _ = cut_text(message, limit)
+    # Only the head that can be shown is masked (and a margin far longer than any key, so none is cut in half
+    # unmasked): masking a 10 MB message would cost the run minutes. The rest is counted, never shown.
+    cutter = Cutter(limit)
+    cutter.feed(redact(message[: limit + 1024]))
+    cutter.feed(message[limit + 1024:])
+    text = cutter.text()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -262,6 +262,22 @@ def test_a_tool_that_raises_is_an_error_result(capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("form", ["plain", "base64", "url"])
+@pytest.mark.parametrize("key", ["sk-proj-Zq81vXw0Lm3Nb7Tc2Yd5Ke9Rf4Hg6Ja1", "sk-ant-api03-Xy7Qw2Er5Ty8Ui1Op4As6Df9Gh3Jk0",
+                                 "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"])
+def test_a_key_in_a_tools_exception_is_masked_before_anyone_reads_it(monkeypatch, form, key):
+    """The error is what the trace, the output and the model read: a key in it, plain or encoded, never is."""
+    import base64
+    import urllib.parse
+
+    monkeypatch.setenv("TOOL_TEST_KEY", key)
+    result = error_of([tool("raises_with_a_key", parameters={"type": "object", "properties": {"form": {"type": "string"}}})],
+                      "raises_with_a_key", json.dumps({"form": form}))
+    for shown in (key, base64.b64encode(key.encode()).decode(), urllib.parse.quote(key + "/=")):
+        assert shown not in result.error and shown not in result.text
+    assert result.error.startswith("raised PermissionError: 401 from upstream: invalid api key ")
+
+
 def test_a_tool_that_raises_a_huge_message_is_cut():
     result = error_of([tool("raises_huge")], "raises_huge")
     assert result.truncated and result.text.startswith("error: raised ValueError: xxx")
