@@ -59,25 +59,18 @@ def pricing(ref: str) -> Pricing:
     catalogue answers every lookup itself, exact entries only.
     """
     fixed = pinned.index()
-    if fixed is None and _FROM_PACKAGE.get():
+    if fixed is not None:
+        found = pinned.row(ref)
+        if found is None:
+            raise snapshot.missing(ref, pinned.has_provider(ref.lower().partition("/")[0]), entry_refs())
+        return from_row(*found, fixed["snapshot"][0], CatalogError)
+    if _FROM_PACKAGE.get():
         return _derived(ref)
-    index = fixed or cache.index()
+    index = cache.index()
     provider_id, _, model_id = ref.lower().partition("/")
     for entry_provider, _, models in index["providers"] if index else ():
         if entry_provider == provider_id and model_id in models:
             return from_row(f"{provider_id}/{model_id}", models[model_id], index["snapshot"][0], CatalogError)
-    if fixed is not None:
-        for entry_provider, _, models in fixed["providers"]:
-            found = next((model for model in models if model.lower() == model_id), None) if entry_provider == provider_id else None
-            if found is not None:  # an id with capitals (`Qwen/Qwen3-32B`), matched as find() matches it
-                return from_row(f"{provider_id}/{found}", models[found], fixed["snapshot"][0], CatalogError)
-    if fixed is not None:  # worded as find() words it: a pinned file and the package it came from read alike
-        known = provider_id in {entry[0] for entry in fixed["providers"]}
-        if not known or not model_id:
-            what = f"no provider '{ref.partition('/')[0]}'" if not known else f"no entry '{ref}'"
-            raise CatalogError(f"the price catalogue has {what}: entries are `provider/model`", close_matches(ref))
-        raise CatalogError(f"the price catalogue has no model '{ref.partition('/')[2]}' from provider '{provider_id}'",
-                           close_matches(ref))
     return priced(*find(ref))
 
 

@@ -54,8 +54,26 @@ def index() -> dict | None:
     if problem is not None:
         raise PinnedCatalogError(f"{ENVIRONMENT}={pinned}: {problem}; write it again with "
                                  "`bamasc prices --export FILE`")
-    _LOADED.update(key=key, index=content)
+    # Each provider's ids by their lower case, built once: a lookup matches as the package's find() does.
+    lowered = {provider: {model.lower(): model for model in models} for provider, _, models in content["providers"]}
+    _LOADED.update(key=key, index=content, lowered=lowered)
     return content
+
+
+def row(ref: str) -> tuple[str, list] | None:
+    """The entry `provider/model` (letter case aside) and its row in the pinned file, or None when it has none.
+    Call after index()."""
+    provider, _, model = ref.lower().partition("/")
+    found = _LOADED["lowered"].get(provider, {}).get(model)
+    if found is None:
+        return None
+    models = next(models for id_, _, models in _LOADED["index"]["providers"] if id_ == provider)
+    return f"{provider}/{found}", models[found]
+
+
+def has_provider(provider: str) -> bool:
+    """Whether the pinned file names `provider` (lower case). Call after index()."""
+    return provider in _LOADED["lowered"]
 
 
 def export(target: str, package_version: str, snapshot: tuple[datetime.date, bool], taken_on: datetime.date,

@@ -94,14 +94,23 @@ def find(ref: str):
     providers = {provider.id: provider for provider in snapshot_providers()}
     provider = providers.get(provider_id.lower())
     if provider is None or not model_id:
-        what = f"no provider '{provider_id}'" if provider is None else f"no entry '{ref}'"
-        raise CatalogError(f"the price catalogue has {what}: entries are `provider/model`", close_matches(ref))
+        raise missing(ref, provider is not None)
     exact = next((model for model in provider.models if model.id == model_id.lower()), None)
     model = exact or provider.find_model(model_id)
     if model is None:
-        raise CatalogError(f"the price catalogue has no model '{model_id}' from provider '{provider.id}'",
-                           close_matches(ref))
+        raise missing(ref, True)
     return provider, model
+
+
+def missing(ref: str, provider_known: bool, refs: list[str] | None = None) -> CatalogError:
+    """The error for an entry the catalogue lacks (`refs`: its entries, the snapshot's by default), with the
+    entries closest to it; a pinned file words it as the package does."""
+    provider_id, _, model_id = ref.partition("/")
+    if not provider_known or not model_id:
+        what = f"no provider '{provider_id}'" if not provider_known else f"no entry '{ref}'"
+        return CatalogError(f"the price catalogue has {what}: entries are `provider/model`", close_matches(ref, refs=refs))
+    return CatalogError(f"the price catalogue has no model '{model_id}' from provider '{provider_id.lower()}'",
+                        close_matches(ref, refs=refs))
 
 
 def close_matches(ref: str, limit: int = 3, refs: list[str] | None = None) -> tuple[str, ...]:
