@@ -38,3 +38,10 @@ def encoding_for(model_id: str | None) -> str | None:
         if name == prefix or name.startswith(prefix + "-"):
             return encoding
     return None
+
+
+def counting_tokenizer(model_id: str, declared: str | None, official_endpoint: bool) -> str | None:
+    """What names the tokenizer that counts a model's prompt exactly: its declared `tokenizer`, else its id at
+    OpenAI's own API only. Behind another server an id like `gpt-4o-mini` may be any model (one that counted a
+    token per byte was billed five times its bound), so it names none and the prompt is bounded safely."""
+    return declared or (model_id if official_endpoint else None)

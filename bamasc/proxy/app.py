@@ -33,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from bamasc.encodings import counting_tokenizer
 from bamasc.proxy.ledger import Cost, Refused
 from bamasc.proxy.settle import Closing, Pace
 from bamasc.runtime.providers.openai_provider import is_official_endpoint
@@ -218,9 +219,8 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
         scope, budget = _scope(request, settings)
         model = upstream.model
         check_betas(request.headers.get("anthropic-beta"), model)
-        # Counted exactly by the model's name only at OpenAI itself; elsewhere by its declared tokenizer, or safely.
-        bound = prompt_bound(protocol, body, model.tokenizer or (model.model_id if upstream.official else None),
-                             settings.exact)
+        tokenizer = counting_tokenizer(model.model_id, model.tokenizer, upstream.official)
+        bound = prompt_bound(protocol, body, tokenizer, settings.exact)
         pricing = model.prices()
         rates = pricing.worst_rates(bound)
         # A client may mark its prompt for the cache (Anthropic's `cache_control`): every prompt token may then be

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from bamasc.encodings import counting_tokenizer
 from bamasc.records import replace
 from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
@@ -83,7 +84,7 @@ class OpenAIProvider:
         self.model_id = model_id
         self.base_url = base_url
         self.token_param = token_param
-        self._tokenizer = tokenizer or (model_id if is_official_endpoint(base_url) else None)
+        self._tokenizer = counting_tokenizer(model_id, tokenizer, is_official_endpoint(base_url))
         self._api_key = api_key
         # The SDK retries on its own by default; each attempt must be budgeted, so never.
         self._client = client or openai.AsyncOpenAI(
