@@ -18,7 +18,7 @@ ANSWER_KINDS = ("number", "code", "boxed", "text", "json")  # json: the object a
 SELECTIONS = ("strongest", "cheapest", "policy")
 ON_EXHAUSTED = ("best_so_far", "fail")
 # When a task's budget is checked: before each call, by reserving its worst case (the default), or after
-# it, stopping once spending reaches the budget (the BAMAS reference's check; runtime/guard.py).
+# it, stopping once spending reaches the budget (the BAMAS reference's check; metering/guard.py).
 BUDGET_CHECKS = ("before", "after", "none")
 # Checks that let a task pass its budget (never its bound): the reference's, and a baseline's recorded run.
 UNGUARDED_CHECKS = frozenset({"after", "none"})

@@ -12,8 +12,10 @@ from bamasc.records import record
 
 # What a model or role may declare about sampling (check/decoding.py reads these attributes).
 DECODING_FIELDS = ("temperature", "top_p", "seed", "stop")
-# The rate-limit header formats runtime/rate_headers.py reads, by their prefix.
+# The rate-limit header formats metering/rate_headers.py reads, by their prefix.
 RATE_HEADER_FAMILIES = ("x-ratelimit", "anthropic-ratelimit")
+# The wire APIs a provider's server may speak; the proxy serves a protocol of each (metering/protocols/).
+PROTOCOL_APIS = ("openai", "anthropic")
 # How each tokenizer family counts a prompt offline; a provider of none is bounded by UTF-8 bytes.
 TOKENIZER_FAMILIES = {
     "tiktoken": "counted exactly with the OpenAI encoding its `tokenizer` names",
@@ -43,6 +45,8 @@ class ProviderRecord:
     extra: str | None = None  # the optional extra (bamasc.extras) its library comes in
     tools: bool = False  # its API can call tools
     structured_output: bool = False  # its API can hold a reply to a JSON schema
+    protocol: str | None = None  # the wire API its server speaks (PROTOCOL_APIS), so the proxy can forward to it
+    base_url: str | None = None  # where its server is, for a model that names no `base_url`
 
     def __post_init__(self) -> None:
         if not (isinstance(self.name, str) and self.name.isidentifier()):
@@ -55,6 +59,9 @@ class ProviderRecord:
         if self.tokenizer not in (None, *TOKENIZER_FAMILIES):
             raise ValueError(f"provider {self.name}: tokenizer must be one of {', '.join(TOKENIZER_FAMILIES)} "
                              f"or None, not {self.tokenizer!r}")
+        if self.protocol not in (None, *PROTOCOL_APIS):
+            raise ValueError(f"provider {self.name}: protocol must be one of {', '.join(PROTOCOL_APIS)} or None, "
+                             f"not {self.protocol!r}")
         unknown = [field for field in self.decoding if field not in DECODING_FIELDS]
         if unknown:
             raise ValueError(f"provider {self.name}: unknown decoding fields {unknown}; "
@@ -117,17 +124,37 @@ def default_key_env(model) -> str | None:
     return found.key_env if urlsplit(model.base_url).hostname == found.key_host else None
 
 
+def endpoint(model) -> str | None:
+    """Where a model's server is: its own `base_url`, else its provider's (None: the SDK's default)."""
+    found = lookup(model.provider)
+    return model.base_url or (found.base_url if found is not None else None)
+
+
+def at_vendor(model) -> bool:
+    """Whether a model is served by its provider's own host (`key_host`), where its name says which model bills."""
+    found = lookup(model.provider)
+    if found is None or found.key_host is None:
+        return False
+    where = endpoint(model)
+    if where is None:
+        return True
+    from urllib.parse import urlsplit
+
+    return urlsplit(where).hostname == found.key_host
+
+
 for _provider in (
     ProviderRecord(
         "openai", f"{_RUNTIME}.openai_provider:from_model", sdk="openai", key_env="OPENAI_API_KEY",
         key_host="api.openai.com", paid=True, rate_headers="x-ratelimit", catalog="openai", tokenizer="tiktoken",
-        tools=True, structured_output=True,
+        tools=True, structured_output=True, protocol="openai", base_url="https://api.openai.com/v1",
     ),
     ProviderRecord(
         "anthropic", f"{_RUNTIME}.anthropic_provider:from_model", sdk="anthropic", key_env="ANTHROPIC_API_KEY",
         paid=True, rate_headers="anthropic-ratelimit", catalog="anthropic",
         decoding=("temperature", "top_p", "stop"),  # the Messages API has no seed
         tools=True, structured_output=True,  # a structured output is a forced tool call
+        protocol="anthropic", base_url="https://api.anthropic.com",
     ),
     ProviderRecord(
         "llamacpp", f"{_RUNTIME}.llamacpp_provider:from_model", sdk="llama_cpp", offline=True, tokenizer="gguf",

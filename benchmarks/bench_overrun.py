@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bamasc.plan.compile import compile_file  # noqa: E402
-from bamasc.runtime.guard import BudgetGuard, PosthocGuard  # noqa: E402
+from bamasc.metering.guard import BudgetGuard, PosthocGuard  # noqa: E402
 from bamasc.runtime.interpreter import TaskRun  # noqa: E402
 from bamasc.runtime.providers.fake import FakeProvider  # noqa: E402
 from bamasc.runtime.retry import RetryPolicy  # noqa: E402

@@ -86,7 +86,7 @@ def one_run(label: str, flavor: str, declared: dict, served: dict, binding: str,
     from bamasc.plan.compile import compile_file
     from bamasc.runtime.execute import ExecOptions, Task
     from bamasc.runtime.workers import run_tasks
-    from bamasc.runtime.limiter import limiter_for
+    from bamasc.metering.limiter import limiter_for
     from bamasc.runtime.retry import RetryPolicy
 
     process, base_url, pipe = serve(flavor, served, args.window)

@@ -146,7 +146,7 @@ def backoff_clock(monkeypatch) -> BackoffClock:
     recorded as always, not slept (a test of what a batch charges need not sit out a minute of back-off).
     Providers and deadlines keep the real clock."""
     from bamasc.runtime import interpreter
-    from bamasc.runtime.limiter import RateLimiter
+    from bamasc.metering.limiter import RateLimiter
 
     clock = BackoffClock()
     monkeypatch.setattr(interpreter, "asyncio", clock)

@@ -14,7 +14,7 @@ from bamasc.ir.walk import CallRequest, Decision, walk
 from bamasc.lint import lint_paths
 from bamasc.optimize.statements import Flow
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.base import GREEDY, Completion
 from bamasc.runtime.providers.fake import FakeProvider

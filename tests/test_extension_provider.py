@@ -80,7 +80,7 @@ def test_a_model_of_the_toy_provider_lints_and_is_priced_from_its_record(toy, wr
 
 def test_its_limits_and_key_come_from_its_record(toy, write_bam):
     from bamasc.extras import for_providers
-    from bamasc.runtime.limiter import rate_key
+    from bamasc.metering.limiter import rate_key
 
     _, program, _ = lint_file(write_bam(SOURCE))
     declared = program.models["steady"]

@@ -23,7 +23,7 @@ from bamasc.records import replace
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider
 from bamasc.runtime.providers.fake import FakeProvider

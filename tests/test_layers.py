@@ -26,11 +26,12 @@ RANK = {
     "ir": 6,
     "lint": 7, "optimize": 7,
     "plan": 8,
-    "runtime": 9,
-    "policy": 10,
-    "evaluate": 11, "api": 11,
-    "lsp": 12, "cli": 12, "serve": 12, "proxy": 12,
-    "__main__": 13,
+    "metering": 9, "http": 9,
+    "runtime": 10,
+    "policy": 11,
+    "evaluate": 12, "api": 12,
+    "lsp": 13, "cli": 13, "serve": 13, "proxy": 13,
+    "__main__": 14,
 }
 GENERATED = {"bamasc.syntax._tables"}
 # The package itself re-exports the public API (bamasc.api) for type checkers and on first
@@ -83,6 +84,15 @@ def test_every_module_has_a_stage():
     modules, _ = _graph()
     unknown = sorted({_stage(m) for m in modules} - set(RANK) - {"bamasc"})
     assert not unknown, f"give these a rank in RANK and a row in docs/architecture.md: {unknown}"
+
+
+def test_the_proxy_keeps_only_http_and_translation():
+    """The proxy spends through the metering core, as every surface does: it imports nothing of the runtime, nor of
+    `bamasc serve` (what the two share is in bamasc.http)."""
+    modules, graph = _graph()
+    reached = sorted(f"{name}:{line} imports {target}" for name, imports in graph.items()
+                     if _stage(name) == "proxy" for target, _, line in imports if _stage(target) in ("runtime", "serve"))
+    assert not reached, reached
 
 
 def test_no_stage_imports_a_later_one():

@@ -9,7 +9,6 @@ from bamasc.cli import inputs, output
 from bamasc.cli.report import Report
 
 PROXY_MODULES = ("starlette", "uvicorn")
-PROTOCOLS = ("openai", "anthropic")
 MAX_HEAD = 16 << 10  # bytes of a request's line and headers, as `bamasc serve` takes (h11's default); more get 431
 
 
@@ -76,7 +75,7 @@ def run(args) -> int:
     import asyncio
 
     from bamasc.proxy.app import build_app
-    from bamasc.proxy.ledger import Refused
+    from bamasc.metering.refusals import Refused
     from bamasc.serve.main import Listen, bind
 
     listen = Listen(args.host, args.port, args.log_level, args.graceful_timeout)
@@ -94,7 +93,7 @@ def run(args) -> int:
     except KeyboardInterrupt:
         pass
     except Refused as refused:  # the shared ledger cannot be joined: nothing was served
-        output.failure(report, f"--redis {args.redis}: {refused}")
+        output.failure(report, f"--redis {args.redis}: {refused.error}")
     finally:
         sock.close()
     return report.return_code
@@ -110,10 +109,10 @@ def _ledger(report: Report, args):
         output.failure(report, problem)
         return None, None
     if args.redis:
-        from bamasc.proxy.ledger import RedisLedger
+        from bamasc.metering.redis_ledger import RedisLedger
 
         return RedisLedger(args.redis, args.total_budget, args.redis_prefix, trace), trace
-    from bamasc.proxy.ledger import LocalLedger, scope_limits
+    from bamasc.metering.ledger import LocalLedger, scope_limits
 
     limits = scope_limits(args.trace) if args.trace else {}
     return LocalLedger(args.total_budget, trace, earlier, limits), trace
@@ -122,7 +121,7 @@ def _ledger(report: Report, args):
 async def _serve(app, ledger, listen, sock, max_connections: int, request_s: float) -> None:
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    from bamasc.serve.connections import ConnectionLimits, limited_protocol
+    from bamasc.http.connections import ConnectionLimits, limited_protocol
     from bamasc.serve.main import BACKLOG, connection_cap, run_app, say
 
     # The limits `bamasc serve` puts on each connection: a cap (503 as one more opens), 431 past MAX_HEAD bytes
@@ -148,6 +147,7 @@ async def _serve(app, ledger, listen, sock, max_connections: int, request_s: flo
 
 def _settings(report: Report, args, token):
     from bamasc.plan.compile import check_file
+    from bamasc.provider_registry import lookup
     from bamasc.proxy.app import Settings, Upstream
     from bamasc.runtime.providers import api_key
     from bamasc.runtime.providers.base import ProviderError
@@ -159,16 +159,17 @@ def _settings(report: Report, args, token):
         return None
     upstreams = {}
     for model in program.models.values():
-        if model.provider not in PROTOCOLS:
-            continue
+        record = lookup(model.provider)
+        if record is None or record.protocol is None:
+            continue  # a provider whose server speaks no wire protocol the proxy serves
         try:
             key = api_key(model)
         except ProviderError as problem:
             output.usage(report, f"{args.config}: {problem}")
             return None
-        upstream = Upstream(model, key)
+        upstream = Upstream(model, key, record.protocol)
         for name in (model.name, model.model_id):
-            upstreams.setdefault((model.provider, name), upstream)
+            upstreams.setdefault((record.protocol, name), upstream)
     if not upstreams:
         output.usage(report, f"{args.config} declares no openai or anthropic model to forward to")
         return None
@@ -185,7 +186,7 @@ def _settings(report: Report, args, token):
             budget = systems[0].budget
     from bamasc.runtime.tokens import exact_prompt_tokens, tokenizer_available
 
-    from bamasc.runtime.limiter import limiter_for
+    from bamasc.metering.limiter import limiter_for
 
     exact = exact_prompt_tokens if tokenizer_available() else None
     models = {id(upstream.model): upstream.model for upstream in upstreams.values()}.values()

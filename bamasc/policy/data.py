@@ -269,7 +269,7 @@ async def collect(
     interrupted collect resumes where it stopped.
     """
     from bamasc.runtime.execute import ExecOptions, make_providers
-    from bamasc.runtime.guard import guard_class
+    from bamasc.metering.guard import guard_class
     from bamasc.runtime.interpreter import TaskRun
     from bamasc.runtime.retry import RetryPolicy
     from bamasc.runtime.trace import TraceWriter

@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import re
 
 import aiohttp
@@ -34,12 +35,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bamasc.encodings import counting_tokenizer
-from bamasc.proxy.ledger import Cost, Refused
-from bamasc.proxy.settle import Closing, Pace
-from bamasc.runtime.providers.openai_provider import is_official_endpoint
-from bamasc.proxy.stream import StreamReader, UsageChunkFilter, asked_for_usage
-from bamasc.proxy.wire import WireError, check_betas, error_body, finite_budget, prompt_bound, read_request, read_usage, with_cap
-from bamasc.serve.requests import Problem, read_body
+from bamasc.http.requests import Problem, read_body
+from bamasc.metering.admission import Admissions, Attempt, PaceLink
+from bamasc.metering.afford import Cost
+from bamasc.metering.protocols import CHAT, MESSAGES, StreamReader, WireError, WireProtocol, check_betas, protocols
+from bamasc.metering.refusals import Refused
+from bamasc.metering.scopes import ScopeLink
+from bamasc.provider_registry import at_vendor, endpoint
+from bamasc.proxy.settle import Metered
 
 log = logging.getLogger("bamasc.proxy")
 
@@ -48,23 +51,26 @@ BUDGET_HEADER = "x-bamasc-budget"
 _SCOPE = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable ASCII, no spaces
 # Output cap sent when neither the client nor the model's `max_output` sets one.
 DEFAULT_OUTPUT_CAP = 8192
-# Request headers passed on upstream (the client's own key never is).
+# Request headers passed on upstream (the client's own key never is; `anthropic-beta` only once checked).
 _PASSED = ("anthropic-version", "anthropic-beta", "openai-organization", "openai-project")
-_ENDPOINTS = {"openai": "/chat/completions", "anthropic": "/v1/messages"}
-_DEFAULT_BASE = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 
 class Upstream:
-    """A declared model the proxy forwards to: where, with which key, at which prices."""
+    """A declared model the proxy forwards to: where (its provider record's base URL, or its own), with which key,
+    at which prices."""
 
-    def __init__(self, model, key: str | None):
+    def __init__(self, model, key: str | None, api: str):
         self.model = model
         self.key = key
-        base = (model.base_url or _DEFAULT_BASE[model.provider]).rstrip("/")
-        if model.provider == "anthropic" and base.endswith("/v1"):
+        self.api = api  # the wire API its server speaks (its provider record's `protocol`)
+        base = (endpoint(model) or "").rstrip("/")
+        if api == "anthropic" and base.endswith("/v1"):
             base = base[: -len("/v1")]
-        self.url = base + _ENDPOINTS[model.provider]
-        self.official = model.provider == "openai" and is_official_endpoint(model.base_url)
+        self.base = base
+        self.official = api == "openai" and at_vendor(model)
+
+    def url(self, protocol: WireProtocol) -> str:
+        return self.base + protocol.upstream_path
 
     def headers(self, request: Request) -> dict[str, str]:
         # A compressed reply could be neither read for its usage nor passed on as it is (its encoding header is not).
@@ -72,7 +78,7 @@ class Upstream:
         for name in _PASSED:
             if name in request.headers:
                 headers[name] = request.headers[name]
-        if self.model.provider == "anthropic":
+        if self.api == "anthropic":
             headers.setdefault("anthropic-version", "2023-06-01")
             if self.key:
                 headers["x-api-key"] = self.key
@@ -84,14 +90,14 @@ class Upstream:
 class Settings:
     def __init__(self, upstreams: dict[tuple[str, str], Upstream], default_budget: float | None, token: bytes | None,
                  max_body: int = 32 << 20, timeout: float = 600.0, exact=None, limiter=None, request_s: float = 30.0):
-        self.upstreams = upstreams  # (protocol, name the client may use) -> Upstream
+        self.upstreams = upstreams  # (wire API, name the client may use) -> Upstream
         self.limiter = limiter  # a runtime.limiter.RateLimiter pacing each upstream key, or None
         self.default_budget = default_budget
         self.token = token
         self.max_body = max_body
         self.timeout = timeout
         self.request_s = request_s  # seconds a request's body may take to arrive (408 past them)
-        self.exact = exact  # exact prompt counter for OpenAI families, or None
+        self.exact = exact  # exact prompt counter for OpenAI families (runtime/tokens.py), or None
 
 
 def build_app(settings: Settings, ledger) -> Starlette:
@@ -104,30 +110,29 @@ def build_app(settings: Settings, ledger) -> Starlette:
             sessions.append(aiohttp.ClientSession(timeout=timeout, auto_decompress=False))
         return sessions[0]
 
-    async def openai(request: Request) -> Response:
-        return await _guarded(request, "openai", settings, ledger, client())
-
-    async def anthropic(request: Request) -> Response:
-        return await _guarded(request, "anthropic", settings, ledger, client())
+    def serve(protocol: WireProtocol):
+        async def forward(request: Request) -> Response:
+            return await _guarded(request, protocol, settings, ledger, client())
+        return forward
 
     async def scope(request: Request) -> Response:
         if not _authorized(request, settings.token):
-            return JSONResponse(error_body("openai", "a valid proxy token is needed", "authentication_error"), 401)
+            return _error(CHAT, 401, "a valid proxy token is needed", "authentication_error")
         try:
             view = await ledger.view(request.path_params["scope"])
         except Refused as refused:
-            return JSONResponse(error_body("openai", f"bamasc proxy: {refused}", _KINDS[503]), 503)
+            return _error(CHAT, 503, f"bamasc proxy: {refused.error}", _KINDS[503])
         if view is None:
-            return JSONResponse(error_body("openai", "no such scope", "not_found_error"), 404)
+            return _error(CHAT, 404, "no such scope", "not_found_error")
         return JSONResponse(view)
 
     async def budget(request: Request) -> Response:
         if not _authorized(request, settings.token):
-            return JSONResponse(error_body("openai", "a valid proxy token is needed", "authentication_error"), 401)
+            return _error(CHAT, 401, "a valid proxy token is needed", "authentication_error")
         try:
             return JSONResponse(await ledger.totals())
         except Refused as refused:
-            return JSONResponse(error_body("openai", f"bamasc proxy: {refused}", _KINDS[503]), 503)
+            return _error(CHAT, 503, f"bamasc proxy: {refused.error}", _KINDS[503])
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -136,8 +141,8 @@ def build_app(settings: Settings, ledger) -> Starlette:
         protocol = _protocol_of(request)
         if not _authorized(request, settings.token):
             return _error(protocol, 401, "a valid proxy token is needed (the client's API key)", _KINDS[401])
-        names = sorted({name for kind, name in settings.upstreams if kind == protocol})
-        if protocol == "anthropic":
+        names = sorted({name for api, name in settings.upstreams if api == protocol.api})
+        if protocol.api == "anthropic":
             data = [{"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
                     for name in names]
             return JSONResponse({"data": data, "has_more": False, "first_id": names[0] if names else None,
@@ -149,7 +154,8 @@ def build_app(settings: Settings, ledger) -> Starlette:
         """A route the proxy does not serve, or a method it does not take: the protocol's JSON error, never text."""
         status = getattr(problem, "status_code", 404)
         what = "is not served by the proxy" if status == 404 else f"does not take {request.method}"
-        served = "POST /v1/chat/completions, POST /v1/messages, GET /v1/models, GET /v1/scopes/SCOPE, GET /v1/budget"
+        served = ", ".join([*(f"POST {known.routes[0]}" for known in protocols()),
+                            "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget"])
         return _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
                       _KINDS.get(status, "invalid_request_error"))
 
@@ -159,10 +165,8 @@ def build_app(settings: Settings, ledger) -> Starlette:
         for session in sessions:
             await session.close()
 
-    routes = [
-        Route("/v1/chat/completions", openai, methods=["POST"]),
-        Route("/chat/completions", openai, methods=["POST"]),
-        Route("/v1/messages", anthropic, methods=["POST"]),
+    routes = [Route(path, serve(protocol), methods=["POST"]) for protocol in protocols() for path in protocol.routes]
+    routes += [
         Route("/v1/scopes/{scope:path}", scope, methods=["GET"]),
         Route("/v1/budget", budget, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -171,9 +175,10 @@ def build_app(settings: Settings, ledger) -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: unknown, 405: unknown})
 
 
-def _protocol_of(request: Request) -> str:
+def _protocol_of(request: Request) -> WireProtocol:
     """The protocol whose error shape a request reads: Anthropic's where its client says so, else OpenAI's."""
-    return "anthropic" if "anthropic-version" in request.headers or request.url.path.startswith("/v1/messages") else "openai"
+    anthropic = "anthropic-version" in request.headers or request.url.path.startswith("/v1/messages")
+    return MESSAGES if anthropic else CHAT
 
 
 def _client_key(request: Request) -> str | None:
@@ -195,8 +200,8 @@ def _authorized(request: Request, token: bytes | None) -> bool:
     return given is not None and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token)
 
 
-def _error(protocol: str, status: int, message: str, kind: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse(error_body(protocol, message, kind, field), status)
+def _error(protocol: WireProtocol, status: int, message: str, kind: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse(protocol.error(message, kind, field), status)
 
 
 _KINDS = {400: "invalid_request_error", 401: "authentication_error", 402: "budget_exceeded", 404: "not_found_error",
@@ -204,23 +209,25 @@ _KINDS = {400: "invalid_request_error", 401: "authentication_error", 402: "budge
           408: "request_timeout", 413: "request_too_large", 503: "ledger_unavailable"}
 
 
-async def _guarded(request: Request, protocol: str, settings: Settings, ledger, client: aiohttp.ClientSession) -> Response:
+async def _guarded(request: Request, protocol: WireProtocol, settings: Settings, ledger,
+                   client: aiohttp.ClientSession) -> Response:
     try:
         if not _authorized(request, settings.token):
             raise Problem(401, "a valid proxy token is needed (the client's API key)")
         raw = await read_body(request, settings.max_body, settings.request_s)
         body = _json(raw)
-        asked = read_request(protocol, body)
-        upstream = settings.upstreams.get((protocol, asked.model))
+        asked = protocol.read(body)
+        upstream = settings.upstreams.get((protocol.api, asked.model))
         if upstream is None:
-            names = sorted(name for kind, name in settings.upstreams if kind == protocol)
-            raise Problem(404, f"model {asked.model!r} is not declared for the {protocol} protocol in the proxy's "
-                               f"config; declared: {', '.join(names) or 'none'}", "model")
+            names = sorted(name for api, name in settings.upstreams if api == protocol.api)
+            raise Problem(404, f"model {asked.model!r} is not declared for the {protocol.name} protocol in the "
+                               f"proxy's config; declared: {', '.join(names) or 'none'}", "model")
         scope, budget = _scope(request, settings)
         model = upstream.model
-        check_betas(request.headers.get("anthropic-beta"), model)
+        if protocol.api == "anthropic":
+            check_betas(request.headers.get("anthropic-beta"), model)
         tokenizer = counting_tokenizer(model.model_id, model.tokenizer, upstream.official)
-        bound = prompt_bound(protocol, body, tokenizer, settings.exact)
+        bound = protocol.prompt_bound(body, tokenizer, settings.exact)
         pricing = model.prices()
         rates = pricing.worst_rates(bound)
         # A client may mark its prompt for the cache (Anthropic's `cache_control`): every prompt token may then be
@@ -228,7 +235,10 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
         input_cost = max(rates.input, rates.cache_write) * bound + pricing.per_request
         ceiling = asked.requested or model.max_output or DEFAULT_OUTPUT_CAP
         cost = Cost(input_cost, rates.output, asked.choices, ceiling)
-        hold = await ledger.reserve(scope, budget, model.name, cost)
+        # The chain `exec` admits its calls with: the scope's ledger, then the upstream key's pace.
+        chain = Admissions((ScopeLink(ledger, scope, budget, cost, pricing), PaceLink(settings.limiter, model)))
+        attempt = Attempt(None, None, model, 1, bound, ceiling, settings.timeout, choices=asked.choices)
+        await chain.admit(attempt)
     except WireError as problem:
         return _error(protocol, problem.status, str(problem), _KINDS.get(problem.status, "invalid_request_error"),
                       problem.field)
@@ -236,26 +246,19 @@ async def _guarded(request: Request, protocol: str, settings: Settings, ledger, 
         return _error(protocol, problem.status, problem.message, _KINDS.get(problem.status, "invalid_request_error"),
                       problem.field)
     except Refused as refused:
-        status = 503 if refused.kind == "ledger" else 402
-        return _error(protocol, status, f"bamasc proxy: {refused}", _KINDS[status])
+        status = 503 if refused.limit == "ledger" else 402
+        return _error(protocol, status, f"bamasc proxy: {refused.error}", _KINDS[status])
     # Upstream by the declared `name`, never as the client typed it: a request for the `.bam` name `o3` of
     # `name = "o3-mini"` was reserved at o3-mini's prices, and forwarded as `o3` it was billed as o3.
-    forwarded = with_cap(asked, {**body, "model": model.model_id}, hold.tokens, upstream.official)
-    closing = Closing(ledger, hold, protocol, bound, pricing, asked.choices)
-    pace = Pace(settings.limiter, model)
-    try:
-        await pace.turn(bound + hold.tokens * asked.choices)
-    except BaseException:
-        await closing.release(None)  # stopped while waiting for the key's turn: nothing was sent
-        raise
-    closing.pace = pace
+    forwarded = protocol.with_cap(asked, {**body, "model": model.model_id}, attempt.max_tokens, upstream.official)
+    call = Metered(chain, attempt)
     try:
         if asked.stream:
-            hidden = protocol == "openai" and not asked_for_usage(body)
-            return await _stream(client, upstream, request, forwarded, closing, UsageChunkFilter() if hidden else None)
-        return await _whole(client, upstream, request, forwarded, closing)
+            reader = StreamReader(protocol, hide=protocol.hides_usage(body))
+            return await _stream(client, upstream.url(protocol), upstream.headers(request), forwarded, call, reader)
+        return await _whole(client, upstream.url(protocol), upstream.headers(request), forwarded, call, protocol)
     except BaseException:
-        await closing.keep("the proxy stopped before the reply was read")
+        await call.keep("the proxy stopped before the reply was read")
         raise
 
 
@@ -310,6 +313,16 @@ def _scope(request: Request, settings: Settings) -> tuple[str, float]:
     return name, budget
 
 
+def finite_budget(text: str | None) -> float | None:
+    """A budget header's µ$, or None when absent; a ValueError when it is not a finite amount above 0."""
+    if text is None:
+        return None
+    value = float(text.strip())
+    if not math.isfinite(value) or value <= 0 or value > 1e12:
+        raise ValueError(text)
+    return value
+
+
 def _release_status(status: int) -> bool:
     """A reply the upstream surely did not bill: a refusal of the request itself."""
     return 400 <= status < 500 and status not in (408, 409)
@@ -319,41 +332,40 @@ def _release_status(status: int) -> bool:
 _UPSTREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
-async def _whole(client, upstream: Upstream, request: Request, body: dict, closing: Closing) -> Response:
+async def _whole(client, url: str, headers: dict, body: dict, call: Metered, protocol: WireProtocol) -> Response:
     try:
-        async with client.post(upstream.url, json=body, headers=upstream.headers(request)) as reply:
+        async with client.post(url, json=body, headers=headers) as reply:
             content = await reply.read()
             status, kind = reply.status, reply.headers.get("content-type", "application/json")
-            if closing.pace is not None:
-                closing.pace.answered(status, reply.headers)
+            call.answered(status, reply.headers)
     except _UPSTREAM_ERRORS as problem:
-        await closing.keep(f"upstream: {type(problem).__name__}")
-        return _error(closing.protocol, 502, f"bamasc proxy: the upstream did not answer ({type(problem).__name__}); "
-                                             "the call's reservation is kept", "upstream_error")
+        return await _no_answer(call, protocol, problem)
     if status == 200:
         try:
             data = json.loads(content)
         except ValueError:
             data = None
-        await closing.settle(read_usage(closing.protocol, data), status)
+        await call.settle(protocol.counts(data).usage())
     elif _release_status(status):
-        await closing.release(status)
+        await call.release(f"upstream status {status}")
     else:
-        await closing.keep(f"upstream status {status}", status)
+        await call.keep(f"upstream status {status}")
     return Response(content, status, media_type=kind)
 
 
-async def _stream(client, upstream: Upstream, request: Request, body: dict, closing: Closing,
-                  hide: UsageChunkFilter | None) -> Response:
-    """Relay the stream as it comes, reading its usage; `hide` takes out the usage chunk the client did not ask for."""
+async def _no_answer(call: Metered, protocol: WireProtocol, problem: Exception) -> Response:
+    await call.keep(f"upstream: {type(problem).__name__}")
+    return _error(protocol, 502, f"bamasc proxy: the upstream did not answer ({type(problem).__name__}); the call's "
+                                 "reservation is kept", "upstream_error")
+
+
+async def _stream(client, url: str, headers: dict, body: dict, call: Metered, reader: StreamReader) -> Response:
+    """Relay the stream as it comes, reading its usage (and taking out the usage event the client did not ask for)."""
     try:
-        reply = await client.post(upstream.url, json=body, headers=upstream.headers(request))
+        reply = await client.post(url, json=body, headers=headers)
     except _UPSTREAM_ERRORS as problem:
-        await closing.keep(f"upstream: {type(problem).__name__}")
-        return _error(closing.protocol, 502, f"bamasc proxy: the upstream did not answer ({type(problem).__name__}); "
-                                             "the call's reservation is kept", "upstream_error")
-    if closing.pace is not None:
-        closing.pace.answered(reply.status, reply.headers)
+        return await _no_answer(call, reader.protocol, problem)
+    call.answered(reply.status, reply.headers)
     if reply.status != 200:
         try:
             content = await reply.read()
@@ -361,28 +373,26 @@ async def _stream(client, upstream: Upstream, request: Request, body: dict, clos
             content = b""
         reply.release()
         if _release_status(reply.status):
-            await closing.release(reply.status)
+            await call.release(f"upstream status {reply.status}")
         else:
-            await closing.keep(f"upstream status {reply.status}", reply.status)
+            await call.keep(f"upstream status {reply.status}")
         return Response(content, reply.status, media_type=reply.headers.get("content-type", "application/json"))
-    reader = StreamReader(closing.protocol)
 
     async def relay():
         try:
             async for chunk in reply.content.iter_any():
-                reader.feed(chunk)
-                passed = chunk if hide is None else hide.feed(chunk)
-                if passed:
+                if passed := reader.feed(chunk):
                     yield passed
-            if hide is not None and (rest := hide.rest()):
+            if rest := reader.rest():
                 yield rest
         except _UPSTREAM_ERRORS as problem:
-            await closing.keep(f"the upstream stream broke ({type(problem).__name__})", 200)
+            await call.keep(f"the upstream stream broke ({type(problem).__name__})")
         finally:
             reply.close()
-            if reader.settled:
-                await closing.settle(reader.usage, 200)
+            usage = reader.usage()
+            if usage is not None:
+                await call.settle(usage)
             else:
-                await closing.keep("the stream ended before its usage", 200)
+                await call.keep("the stream ended before its usage")
 
     return StreamingResponse(relay(), 200, media_type=reply.headers.get("content-type", "text/event-stream"))

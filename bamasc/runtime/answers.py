@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from bamasc.runtime import reference_mode
 from bamasc.runtime.extract import MalformedPlan, approved, card_choice, chosen_branch, majority
-from bamasc.runtime.outcomes import BudgetExhausted, TaskError
+from bamasc.metering.refusals import BudgetExhausted
+from bamasc.runtime.outcomes import TaskError
 
 
 class Answers:

@@ -13,7 +13,7 @@ more than the time between two checks (the provider's return and the next
 prompt's rendering), whatever its models and their servers do.
 
 A run's attempts reach the clock as one link of their admission
-(runtime/admission.py, `DeadlineLink`); its refusal is `DeadlineReached`,
+(metering/admission.py, `DeadlineLink`); its refusal is `DeadlineReached`,
 which is not a `BudgetExhausted`: time and money are different limits.
 """
 

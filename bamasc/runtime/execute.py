@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bamasc.records import record
-from bamasc.runtime.guard import BudgetGuard, PosthocGuard
+from bamasc.metering.guard import BudgetGuard, PosthocGuard
 from bamasc.runtime.interpreter import TaskResult, TaskRun
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.trace import TaskLedger, TraceWriter
@@ -301,7 +301,7 @@ def broken(task_id: str, template, guard, reason: str, deadline_s: float | None)
 def make_limiter(program, models, options: ExecOptions):
     """The run's rate limiter: `options.limiter` when one is shared, else one from the models'
     `rate_limit`s; none when no call reaches a provider (`--fake`, or a cassette played back)."""
-    from bamasc.runtime.limiter import limiter_for
+    from bamasc.metering.limiter import limiter_for
 
     if options.limiter is not None:
         return options.limiter

@@ -7,9 +7,9 @@ plan whose bound was proven; a call the plan does not know is refused.
 Concurrent calls (`parallel`) run together on asyncio. Loops end early when a
 critic approves or a plan has fewer steps; the calls they skip are not made.
 
-Each attempt at a call passes the links of `admissions` (runtime/admission.py):
+Each attempt at a call passes the links of `admissions` (metering/admission.py):
 the deadline (runtime/deadline.py), the budget guard, and with a rate limiter
-its provider key's turn (runtime/limiter.py), whose wait is on its trace
+its provider key's turn (metering/limiter.py), whose wait is on its trace
 line and ends as soon as the turn cannot come in time. A link that refuses
 stops the task (`on_exhausted`), recording what ran out: `budget`,
 `deadline`, or a new limit's name. The trace hears each attempt's events.
@@ -30,18 +30,20 @@ from bamasc.combinators import answer
 from bamasc.combinators.requests import Note
 from bamasc.ir.walk import Card, CallGroup, Decision, FlowValue, Seats, walk
 from bamasc.prices import Usage
+from bamasc.runtime import reference_mode
 from bamasc.runtime.answers import Answers
-from bamasc.runtime.admission import Admissions, Attempt, BudgetLink, DeadlineLink, PaceLink
+from bamasc.metering.admission import Admissions, Attempt, BudgetLink, DeadlineLink, PaceLink
 from bamasc.runtime.extract import extract_answer
 from bamasc.runtime.deadline import DeadlineGuard
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
-from bamasc.runtime.render import MissingPlaceholder, numbered, render
+from bamasc.runtime.render import MissingPlaceholder, numbered, render, unencodable, unsendable
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.structured import structured
 from bamasc.runtime.tokens import safe_prompt_bound, task_tokens
-from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interpreter's results and stops)
-    BudgetExhausted, DeadlineReached, Output, Refused, TaskError, TaskOverbilled, TaskResult,
+from bamasc.metering.refusals import Refused
+from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interpreter's results)
+    Output, TaskError, TaskOverbilled, TaskResult,
 )
 from bamasc.runtime.tool_loop import run_loop
 from bamasc.runtime.trace import AttemptLines
@@ -104,6 +106,7 @@ class TaskRun:
             length, length_class = task_tokens(self.task, models), self.system.task_tokens
         self.clock.start(self.arrived)  # time spent waiting for room in a batch's total counts against the deadline
         try:
+            self.check_task()
             result = await self.drive(walk(self.topology, self.counts))
         except Refused as refusal:  # money, time, or another limit ran out
             status, exhausted = "exhausted", refusal.limit
@@ -137,6 +140,13 @@ class TaskRun:
             assumed_task_tokens=length_class,
             length_class=length_class,
         )
+
+    def check_task(self) -> None:
+        """Stop a task whose text no request can carry before anything is reserved for it: the SDK would fail to
+        encode every call that sends it, and an attempt that ends in an exception may have been billed."""
+        problem = unencodable(self.task, "the task's text")
+        if problem is not None:
+            raise TaskError(f"{problem}; no call was made")
 
     def _models(self) -> list[str]:
         """The models the template binds, each once."""
@@ -215,6 +225,9 @@ class TaskRun:
         """One model call of `request` (a tool loop's `round`, sent with `tools`), attempt after attempt under the
         retry policy, each admitted before it is sent; returns the provider's Completion."""
         node_id = node.id
+        problem = unsendable(messages)  # text from a reply or a tool's arguments: refused before it is reserved for
+        if problem is not None:
+            raise TaskError(f"{node_id} (role '{role.name}'): {problem}; nothing was sent")
         admissions = self.admissions(model)
         attempt = Attempt(request, node, model, 1, prompt_tokens, cap, self.retry.timeout, round)
         offered = {"tools": tools} if tools else {}  # a provider of its own may not take tools
@@ -268,7 +281,10 @@ class TaskRun:
     def admissions(self, model) -> Admissions:
         """The links every attempt at a call to `model` passes, in order, and who hears its events: the one
         place they are composed, so a new limit is one more link here."""
-        links = (DeadlineLink(self.clock), BudgetLink(self.guard), PaceLink(self.limiter, model))
+        def options(attempt):
+            return reference_mode.reserve_options(self.guard, attempt.request)
+
+        links = (DeadlineLink(self.clock), BudgetLink(self.guard, options), PaceLink(self.limiter, model))
         return Admissions(links, () if self.trace is None else (AttemptLines(self.trace, self.task_id),))
 
     # ------------------------------------------------------------ the walk

@@ -1,4 +1,6 @@
-"""What a task run produces and how it stops: a call's output, the task's result, the ways a run ends early."""
+"""What a task run produces and how it stops: a call's output, the task's result, the errors that end it.
+
+The refusals that stop a task early (a limit ran out) are the metering's: `bamasc.metering.refusals`."""
 
 from __future__ import annotations
 
@@ -43,33 +45,6 @@ class TaskResult:
         return self.task_tokens is not None and self.assumed_task_tokens is not None and (
             self.task_tokens > self.assumed_task_tokens
         )
-
-
-class Refused(Exception):
-    """An attempt was not admitted (runtime/admission.py): the task stops early, as its `on_exhausted` says.
-
-    Each kind names its `limit`, which the task's result records as what ran
-    out (`exhausted`); `error` is why, as the refused attempt's trace line
-    says it (None: the limit says nothing more).
-    """
-
-    limit: str
-
-    def __init__(self, where: str, error: str | None = None):
-        super().__init__(where)
-        self.error = error
-
-
-class BudgetExhausted(Refused):
-    """The next call does not fit in what is left of the budget: money ran out."""
-
-    limit = "budget"
-
-
-class DeadlineReached(Refused):
-    """The next attempt might not finish before the task's deadline: time, not money, ran out."""
-
-    limit = "deadline"
 
 
 class TaskError(Exception):

@@ -39,7 +39,8 @@ import contextlib
 import json
 import os
 
-from bamasc.runtime.outcomes import Refused, TaskError
+from bamasc.metering.refusals import Refused
+from bamasc.runtime.outcomes import TaskError
 from bamasc.runtime.providers.base import Message, ToolCall
 from bamasc.runtime.providers.fake_tools import tools_expect
 from bamasc.runtime.tokens import content_bytes, message_tokens, specs_tokens

@@ -82,7 +82,7 @@ class TraceWriter:
 
 
 class AttemptLines:
-    """The trace's side of one task's attempts (runtime/admission.py's events): the `reserve` line of an
+    """The trace's side of one task's attempts (metering/admission.py's events): the `reserve` line of an
     attempt about to be sent, and the `call` line of one that ended or was refused."""
 
     def __init__(self, trace, task_id: str):

@@ -18,13 +18,15 @@ import time
 
 from bamasc.plan.lengths import Fitted, LengthFit, TooLong
 from bamasc.records import record
-from bamasc.runtime.admission import ShortOfTotal, TaskHold, TotalLink
+from bamasc.metering.admission import TaskHold, TotalLink
+from bamasc.metering.refusals import ShortOfTotal
 from bamasc.runtime.batch import BatchLedger, BudgetLevel, Limiter, budget_levels
 from bamasc.runtime import execute
 from bamasc.runtime.batch_session import BatchOutcome, BatchSession
 from bamasc.runtime.execute import ExecOptions, Task, broken, close_providers, fewer_collections, settle_interrupted
-from bamasc.runtime.guard import guard_class
-from bamasc.runtime.interpreter import DeadlineReached, TaskResult, TaskRun
+from bamasc.metering.guard import guard_class
+from bamasc.metering.refusals import DeadlineReached
+from bamasc.runtime.interpreter import TaskResult, TaskRun
 from bamasc.runtime.tokens import task_tokens
 from bamasc.runtime.tool_loop import tool_session
 
@@ -36,14 +38,14 @@ class Batch:
                  ledger: BatchLedger | None, limiter: Limiter | None = None, tools=None) -> None:
         self.program = program
         self.tools = tools  # the run's started ToolSet (runtime/tools.py), when its roles have tools
-        self.limiter = limiter  # the rate limiter every call to a provider key waits on (runtime/limiter.py)
+        self.limiter = limiter  # the rate limiter every call to a provider key waits on (metering/limiter.py)
         self.system = system
         self.options = options
         self.providers = providers
         self.trace = trace
         self.ledgers = ledgers  # unfinished tasks' ledgers from earlier runs, by task id (each used once)
         self.ledger = ledger
-        self.total = TotalLink(ledger) if ledger is not None else None  # each task's hold on it (runtime/admission.py)
+        self.total = TotalLink(ledger) if ledger is not None else None  # each task's hold on it (metering/admission.py)
         declared = program.systems.get(system.name) if hasattr(program, "systems") else None
         self.guard_class = guard_class(options.guard, getattr(declared, "budget_check", "before"))
         # A system that checks its budget after each call, or never (the reference's check, a baseline's real

@@ -24,7 +24,7 @@ from bamasc.api.errors import BamError
 from bamasc.serve.lookup import task_from_trace
 from bamasc.serve.metrics import CONTENT_TYPE, metrics_text
 from bamasc.serve.openapi import openapi_document
-from bamasc.serve.requests import Problem, authorized, read_body, task_fields
+from bamasc.http.requests import Problem, authorized, read_body, task_fields
 
 log = logging.getLogger("bamasc.serve")
 # 401 says how to authenticate; 408 closes the connection, whose body may still be arriving.

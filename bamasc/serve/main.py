@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bamasc.serve.app import Limits, build_app
-from bamasc.serve.connections import FILES_PER_CONNECTION, FILES_SPARE, ConnectionLimits, limited_protocol, open_files_allowed
+from bamasc.http.connections import FILES_PER_CONNECTION, FILES_SPARE, ConnectionLimits, limited_protocol, open_files_allowed
 
 # Connections and requests uvicorn takes, as a multiple of the requests the app serves at once (the app answers
 # 429 beyond those; uvicorn 503 beyond these): idle connections hold a little memory each.

@@ -12,7 +12,7 @@ def _error(description: str = "refused") -> dict[str, Any]:
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
-# What any route may get before the app sees its request (serve/connections.py), and the connection then closes.
+# What any route may get before the app sees its request (http/connections.py), and the connection then closes.
 CONNECTION_REFUSALS = {
     "408": "the request's line and headers (or its body) did not arrive within --request-timeout",
     "431": "the request's line and headers are over 16 KiB",

@@ -63,7 +63,7 @@ def test_out_of_range_and_wrong_types_are_reported_at_the_value(tmp_path):
 
 def test_every_call_sends_the_decoding(tmp_path):
     from bamasc.plan.compile import compile_file
-    from bamasc.runtime.guard import BudgetGuard
+    from bamasc.metering.guard import BudgetGuard
     from bamasc.runtime.interpreter import TaskRun
     from bamasc.runtime.providers.fake import FakeProvider
     from bamasc.runtime.retry import RetryPolicy

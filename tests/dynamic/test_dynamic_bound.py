@@ -11,7 +11,7 @@ import pytest
 
 from bamasc.ir.walk import walk
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy

@@ -7,7 +7,7 @@ import json
 
 from bamasc.combinators.dynamic import seat_step
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.base import expectations
 from bamasc.runtime.providers.fake import FakeProvider, worst_case_reply

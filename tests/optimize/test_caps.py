@@ -19,7 +19,7 @@ from bamasc.optimize.caps import cap_steps
 from bamasc.plan.compile import compile_file
 from bamasc.plan.load import PlanVerificationError, verify_plan
 from bamasc.records import replace
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy

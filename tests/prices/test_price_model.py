@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bamasc import catalog
 from bamasc.prices import PriceTier, Pricing, Usage
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from tests.conftest import model_declaration
 
 

@@ -167,7 +167,7 @@ def test_what_the_upstream_surely_did_not_bill_is_released_and_anything_unknown_
 
 
 def test_the_upstreams_rate_limit_headers_and_429s_pace_its_key(proxy):
-    from bamasc.runtime.limiter import rate_key
+    from bamasc.metering.limiter import rate_key
 
     client = openai_client(proxy, "paced", budget=5000)
     with pytest.raises(openai.RateLimitError):
@@ -464,7 +464,7 @@ def test_the_sdks_list_the_configs_models(proxy):
 
 
 @pytest.mark.parametrize("method, path, status", [
-    ("POST", "/v1/responses", 404), ("POST", "/v1/embeddings", 404), ("GET", "/v1/responses/resp_1", 404),
+    ("POST", "/v1/audio/speech", 404), ("POST", "/v1/embeddings", 404), ("GET", "/v1/responses/resp_1", 404),
     ("POST", "/v2/x", 404), ("POST", "/", 404), ("GET", "/%ff%fe", 404),
     ("GET", "/v1/chat/completions", 405), ("PUT", "/v1/messages", 405), ("DELETE", "/v1/models", 405),
 ])

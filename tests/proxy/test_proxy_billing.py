@@ -233,10 +233,12 @@ def test_the_openai_sdks_stream_loop_reads_choices_0_and_the_usage_chunk_only_wh
 
 
 def test_the_usage_chunk_is_taken_out_wherever_the_bytes_are_split():
-    """Every split of a stream into pieces (as TCP delivers it) passes on the same events, the usage chunk out."""
+    """Every split of a stream into pieces (as TCP delivers it) passes on the same events, the usage chunk out,
+    and reads the same usage."""
     import random
 
-    from bamasc.proxy.stream import UsageChunkFilter
+    from bamasc.metering.protocols import CHAT, StreamReader
+    from bamasc.prices import Usage
 
     def event(data) -> bytes:
         return f"data: {json.dumps(data)}\n\n".encode()
@@ -250,8 +252,9 @@ def test_the_usage_chunk_is_taken_out_wherever_the_bytes_are_split():
         for _ in range(300):
             cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 40)))
             pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
-            hide = UsageChunkFilter()
-            assert b"".join(hide.feed(piece) for piece in pieces) + hide.rest() == expected
+            reader = StreamReader(CHAT, hide=True)
+            assert b"".join(reader.feed(piece) for piece in pieces) + reader.rest() == expected
+            assert reader.usage() == Usage(3, 5)
 
 
 @pytest.mark.parametrize("model, beta, passed", [

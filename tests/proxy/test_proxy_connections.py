@@ -17,7 +17,7 @@ import pytest
 openai = pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
-from bamasc.serve.connections import FILES_PER_CONNECTION, FILES_SPARE  # noqa: E402
+from bamasc.http.connections import FILES_PER_CONNECTION, FILES_SPARE  # noqa: E402
 from tests.helpers.connections import (  # noqa: E402
     address,
     exchange,

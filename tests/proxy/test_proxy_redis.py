@@ -158,7 +158,10 @@ def test_the_lua_arithmetic_is_the_local_one():
     """The Redis script and `afford` decide the same: checked on a grid of amounts through a real server."""
     import redis as redis_library
 
-    from bamasc.proxy.ledger import Cost, LocalLedger, Refused, RedisLedger
+    from bamasc.metering.afford import Cost
+    from bamasc.metering.ledger import LocalLedger
+    from bamasc.metering.redis_ledger import RedisLedger
+    from bamasc.metering.refusals import Refused
 
     port = free_port()
     folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"redis-{port}")
@@ -174,7 +177,7 @@ def test_the_lua_arithmetic_is_the_local_one():
                     hold = await ledger.reserve("s", budget, "m", cost)
                     results.append((hold.tokens, round(hold.amount, 6)))
                 except Refused as refused:
-                    results.append(refused.kind)
+                    results.append(refused.limit)
             await shared.client.aclose()
             return results
 

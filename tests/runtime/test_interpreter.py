@@ -15,7 +15,7 @@ from bamasc.cli import main
 from bamasc.plan.compile import compile_file
 from bamasc.plan.lengths import LengthFit
 from bamasc.runtime.execute import DatasetError, read_dataset
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy

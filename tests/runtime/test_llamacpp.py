@@ -13,7 +13,7 @@ import pytest
 
 from bamasc.program import Model
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import Message, ProviderError, make_provider
 from bamasc.runtime.providers.llamacpp_provider import (

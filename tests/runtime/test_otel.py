@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 
 from bamasc.cli import main  # noqa: E402
 from bamasc.plan.compile import compile_file  # noqa: E402
-from bamasc.runtime.guard import BudgetGuard  # noqa: E402
+from bamasc.metering.guard import BudgetGuard  # noqa: E402
 from bamasc.runtime.interpreter import TaskRun  # noqa: E402
 from bamasc.runtime.providers.base import Completion  # noqa: E402
 from bamasc.runtime.providers.fake import FakeProvider  # noqa: E402

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider
 from bamasc.runtime.retry import RetryPolicy

@@ -17,9 +17,9 @@ import pytest
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
 from bamasc.runtime.deadline import DeadlineGuard
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
-from bamasc.runtime.limiter import RateLimiter, limiter_for, rate_key
+from bamasc.metering.limiter import RateLimiter, limiter_for, rate_key
 from bamasc.runtime.providers.failures import error_for_status
 from bamasc.runtime.trace import TraceWriter
 from tests.helpers.runtime import RETRY, WINDOW, compiled
@@ -342,7 +342,7 @@ class Hostile:
 @pytest.mark.parametrize("value", sorted(HOSTILE_VALUES))
 @pytest.mark.parametrize("flavor", ["openai", "anthropic"])
 def test_hostile_rate_limit_headers_are_warned_about_and_stall_nothing(tmp_path, capsys, flavor, value, declared):
-    from bamasc.runtime.limiter import CUT, HEADROOM, REPORTED_FLOOR, RateLimitWarning
+    from bamasc.metering.limiter import CUT, HEADROOM, REPORTED_FLOOR, RateLimitWarning
 
     server = ScriptedServer(flavor, responder=Hostile(hostile_headers(flavor, HOSTILE_VALUES[value]))).start()
     try:

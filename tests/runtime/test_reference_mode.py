@@ -35,7 +35,7 @@ import os
 import pytest
 
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.guard import BudgetGuard, PosthocGuard, guard_class
+from bamasc.metering.guard import BudgetGuard, PosthocGuard, guard_class
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.fake import FakeProvider
 from bamasc.runtime.retry import RetryPolicy

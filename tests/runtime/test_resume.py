@@ -13,7 +13,7 @@ from bamasc.cli import main
 from bamasc.plan.compile import compile_file
 from bamasc.runtime.execute import ExecOptions, Task
 from bamasc.runtime.workers import run_tasks
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.trace import TraceError, read_ledgers
 from tests.conftest import ROOT, model_declaration
 

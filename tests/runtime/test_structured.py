@@ -12,7 +12,7 @@ import pytest
 from bamasc.combinators.tools import output_schema_tokens
 from bamasc.plan.compile import compile_file
 from bamasc.runtime.extract import extract_answer
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider
 from bamasc.runtime.providers.base import Completion, Message, ProviderError, ToolCall

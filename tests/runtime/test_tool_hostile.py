@@ -148,7 +148,7 @@ def test_a_run_cancelled_while_tools_run_keeps_their_prices(tmp_path):
     trace = Lines()
 
     async def main():
-        from bamasc.runtime.guard import BudgetGuard
+        from bamasc.metering.guard import BudgetGuard
         from bamasc.runtime.interpreter import TaskRun
         from bamasc.runtime.tools import ToolSet
 

@@ -121,7 +121,7 @@ def test_a_round_the_budget_cannot_hold_ends_the_loop_with_the_final_round(tmp_p
 def test_a_call_with_tools_in_a_run_without_them_is_a_task_error(tmp_path):
     import asyncio
 
-    from bamasc.runtime.guard import BudgetGuard
+    from bamasc.metering.guard import BudgetGuard
     from bamasc.runtime.interpreter import TaskRun
 
     program, system, template = template_of(tmp_path, 0)

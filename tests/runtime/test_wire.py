@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers import make_provider
 from bamasc.runtime.retry import RetryPolicy

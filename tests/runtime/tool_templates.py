@@ -14,7 +14,7 @@ import json
 import random
 
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.guard import BudgetGuard
+from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.tools import ToolSet

@@ -15,7 +15,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
-from bamasc.serve.connections import FILES_PER_CONNECTION, FILES_SPARE  # noqa: E402
+from bamasc.http.connections import FILES_PER_CONNECTION, FILES_SPARE  # noqa: E402
 from tests.helpers.connections import (  # noqa: E402
     address,
     exchange,

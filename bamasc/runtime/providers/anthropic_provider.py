@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import anthropic
 
+from bamasc.provider_registry import endpoint
 from bamasc.records import replace
 from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, ProviderError
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
@@ -22,7 +23,7 @@ def from_model(model, env: Mapping[str, str], cassette: str | None) -> Anthropic
     """The provider of a checked `anthropic` model (its record's factory)."""
     from bamasc.runtime.providers import api_key
 
-    return AnthropicProvider(model.name, model.model_id, api_key=api_key(model, env), base_url=model.base_url)
+    return AnthropicProvider(model.name, model.model_id, api_key=api_key(model, env), base_url=endpoint(model))
 
 
 class AnthropicProvider:

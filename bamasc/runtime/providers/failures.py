@@ -2,53 +2,14 @@
 
 from __future__ import annotations
 
-import email.utils
-import math
-import time
 from collections.abc import Mapping
 
 from bamasc.runtime.providers.base import RETRYABLE_KINDS, ProviderError
-from bamasc.runtime.rate_headers import rate_headers
+from bamasc.metering.rate_headers import parse_retry_after, rate_headers
 
 # A gateway that answers 502 or 504 may have passed the request on to a model
 # that ran it to the end; every other status means the provider did not bill.
 GATEWAY_STATUSES = frozenset({502, 504})
-
-
-def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date), or `retry-after-ms`.
-
-    Returns None when there is no usable header. A date in the past gives 0.
-    """
-    if not headers:
-        return None
-    lowered = {key.lower(): value for key, value in headers.items()}
-    milliseconds = lowered.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            value = float(milliseconds) / 1000.0
-        except ValueError:
-            value = None
-        if value is not None and math.isfinite(value) and value >= 0:
-            return value
-    raw = lowered.get("retry-after")
-    if raw is None:
-        return None
-    raw = raw.strip()
-    try:
-        seconds = float(raw)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when is None or when.tzinfo is None:
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-        return max(0.0, seconds)
-    if not math.isfinite(seconds) or seconds < 0:
-        return None
-    return seconds
 
 
 def error_for_status(

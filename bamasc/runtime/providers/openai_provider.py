@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 import openai
 
 from bamasc.encodings import counting_tokenizer
+from bamasc.provider_registry import at_vendor, endpoint, lookup
 from bamasc.records import replace
 from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
@@ -30,25 +31,25 @@ def is_reasoning_model(model_id: str) -> bool:
     return any(model_id == family or model_id.startswith(family + "-") for family in REASONING_FAMILIES)
 
 
-def is_official_endpoint(base_url: str | None) -> bool:
-    """Whether `base_url` is OpenAI's own API (None means the SDK's default, which is)."""
-    return base_url is None or urlsplit(base_url).hostname == "api.openai.com"
-
-
 def from_model(model, env: Mapping[str, str], cassette: str | None) -> OpenAIProvider:
     """The provider of a checked `openai` model (its record's factory)."""
     from bamasc.runtime.providers import api_key
 
-    official = is_official_endpoint(model.base_url)
+    official = at_vendor(model)
     return OpenAIProvider(
         model.name,
         model.model_id,
         api_key=api_key(model, env),
-        base_url=model.base_url,
+        base_url=endpoint(model),
         # OpenAI's own field; other servers reliably know only the older one.
         token_param="max_completion_tokens" if official else "max_tokens",
         tokenizer=model.tokenizer,
     )
+
+
+def _at_openai(base_url: str | None) -> bool:
+    """Whether `base_url` is OpenAI's own API (None means the SDK's default, which is)."""
+    return base_url is None or urlsplit(base_url).hostname == lookup("openai").key_host
 
 
 class OpenAIProvider:
@@ -84,7 +85,7 @@ class OpenAIProvider:
         self.model_id = model_id
         self.base_url = base_url
         self.token_param = token_param
-        self._tokenizer = counting_tokenizer(model_id, tokenizer, is_official_endpoint(base_url))
+        self._tokenizer = counting_tokenizer(model_id, tokenizer, _at_openai(base_url))
         self._api_key = api_key
         # The SDK retries on its own by default; each attempt must be budgeted, so never.
         self._client = client or openai.AsyncOpenAI(

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from bamasc.runtime.providers.base import ProviderError
 from bamasc.runtime.providers.failures import cause_chain, error_for_status, is_transport_error, transport_error
 from bamasc.runtime.providers.reply import malformed_error
-from bamasc.runtime.rate_headers import rate_headers
+from bamasc.metering.rate_headers import rate_headers
 from bamasc.secrets import redact
 
 # The most bytes a reply body may hold, error bodies included. A chat reply of

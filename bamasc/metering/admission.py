@@ -31,10 +31,8 @@ import time
 
 from bamasc.prices import Usage
 from bamasc.records import record
-from bamasc.runtime import reference_mode
-from bamasc.runtime.limiter import rate_key
-from bamasc.runtime.outcomes import BudgetExhausted, DeadlineReached, Refused
-from bamasc.runtime.providers.base import ProviderError
+from bamasc.metering.limiter import rate_key
+from bamasc.metering.refusals import BudgetExhausted, DeadlineReached, Refused, ShortOfTotal
 
 
 class Attempt:
@@ -43,12 +41,12 @@ class Attempt:
 
     __slots__ = ("request", "node", "model", "number", "prompt_tokens", "cap", "max_tokens", "timeout",
                  "policy_timeout", "deadline", "reservation", "waited", "reply", "usage", "rates", "charged", "error",
-                 "held_back", "sent_at", "round")
+                 "held_back", "sent_at", "round", "choices")
 
     def __init__(self, request, node, model, number: int, prompt_tokens: int, cap: int, timeout: float,
-                 round: int | None = None):
-        self.request = request  # the walker's CallRequest
-        self.node = node  # the plan's node of the call (its id and role)
+                 round: int | None = None, choices: int = 1):
+        self.request = request  # the walker's CallRequest (None: a call the proxy forwards)
+        self.node = node  # the plan's node of the call (its id and role; None: a call the proxy forwards)
         self.model = model
         self.number = number  # 1 for the first attempt at the call, 2 for its first retry, ...
         self.prompt_tokens = prompt_tokens  # exactly counted, or safely bounded
@@ -57,7 +55,7 @@ class Attempt:
         self.policy_timeout = timeout  # the retry policy's timeout for one attempt
         self.timeout = timeout  # the one it is sent with: the deadline shortens it to the time left
         self.deadline: DeadlineLink | None = None  # the link whose clock bounds every wait, once it admitted
-        self.reservation = None  # the budget guard's hold (runtime/guard.py)
+        self.reservation = None  # the budget guard's hold (metering/guard.py)
         self.waited: float | None = None  # seconds waited for the key's turn; None: no rate limiter paces it
         self.reply = None  # what the provider sent back: a Completion or a ProviderError; None: nothing came
         self.usage: Usage | None = None  # what a settled attempt was charged for, and at which rates
@@ -67,11 +65,12 @@ class Attempt:
         self.held_back = False  # a 429 paused its key: the retry waits in the limiter's queue, not a backoff
         self.sent_at: float | None = None  # when it was sent (time.perf_counter)
         self.round = round  # a tool loop's round, 0 to R (runtime/tool_loop.py); None for a call without tools
+        self.choices = choices  # completions it asks for, each billed its output (the proxy's OpenAI `n`)
 
     def again(self) -> Attempt:
         """The next attempt at the same call."""
         return Attempt(self.request, self.node, self.model, self.number + 1, self.prompt_tokens, self.cap,
-                       self.policy_timeout, self.round)
+                       self.policy_timeout, self.round, self.choices)
 
     @property
     def latency(self) -> float:
@@ -198,14 +197,15 @@ class DeadlineLink(Admission):
 
 
 class BudgetLink(Admission):
-    """The task's budget guard (runtime/guard.py): the attempt's worst case is reserved, its output cap
+    """The task's budget guard (metering/guard.py): the attempt's worst case is reserved, its output cap
     lowered to what the budget leaves; settled to the usage reported, kept in full when unknown."""
 
-    def __init__(self, guard) -> None:
+    def __init__(self, guard, options=None) -> None:
         self.guard = guard
+        self.options = options  # attempt -> the guard's `reserve` keywords (a reference planner's unchecked calls)
 
     async def admit(self, attempt: Attempt) -> None:
-        options = reference_mode.reserve_options(self.guard, attempt.request)
+        options = {} if self.options is None else self.options(attempt)
         reservation = self.guard.reserve(attempt.model, attempt.prompt_tokens, attempt.cap, **options)
         if reservation is None:
             raise BudgetExhausted(attempt.node.id)
@@ -226,7 +226,7 @@ class BudgetLink(Admission):
 
 
 class PaceLink(Admission):
-    """The provider key's rate pace (runtime/limiter.py): the attempt waits its key's turn for one request
+    """The provider key's rate pace (metering/limiter.py): the attempt waits its key's turn for one request
     of its prompt plus output cap; the reply's rate-limit headers, and a 429, tell the limiter."""
 
     def __init__(self, limiter, model) -> None:
@@ -236,7 +236,7 @@ class PaceLink(Admission):
     async def admit(self, attempt: Attempt) -> None:
         if self.key is None:
             return
-        tokens = attempt.prompt_tokens + attempt.max_tokens
+        tokens = attempt.prompt_tokens + attempt.max_tokens * attempt.choices
         within = None if attempt.deadline is None else attempt.deadline.wait_left(attempt)
         if within is None:  # a limiter of an older interface still serves runs without deadlines
             attempt.waited = await self.limiter.acquire(self.key, tokens)
@@ -262,7 +262,7 @@ class PaceLink(Admission):
             return
         if reply.rate_headers:
             self.limiter.observe(self.key, dict(reply.rate_headers))
-        if isinstance(reply, ProviderError) and reply.kind == "rate_limited":
+        if getattr(reply, "kind", None) == "rate_limited":  # a provider's error (or the proxy's upstream) said 429
             self.limiter.penalise(self.key, reply.retry_after)  # every caller of the key is held back
             attempt.held_back = True
 
@@ -273,12 +273,6 @@ class TaskHold:
 
     task_id: str
     amount: float
-
-
-class ShortOfTotal(Refused):
-    """The batch's total has no room left for the task's worst case."""
-
-    limit = "total"
 
 
 class TotalLink(Admission):

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from bamasc.serve.requests import Problem
+from bamasc.http.requests import Problem
 
 REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 FILES_SPARE = 64  # open files kept for the trace, the listening socket, logs and imports, beyond the connections

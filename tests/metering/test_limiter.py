@@ -10,10 +10,10 @@ import random
 import pytest
 
 from bamasc.program import RateLimit
-from bamasc.runtime.limiter import CUT, RateLimiter, RateLimitWarning, limiter_for, rate_key
+from bamasc.metering.limiter import CUT, RateLimiter, RateLimitWarning, limiter_for, rate_key
 from bamasc.runtime.providers.base import ProviderError
 from bamasc.runtime.providers.failures import error_for_status
-from bamasc.runtime.rate_headers import Window, parse_duration, rate_headers, read_rate_headers
+from bamasc.metering.rate_headers import Window, parse_duration, rate_headers, read_rate_headers
 from tests.conftest import model_declaration
 from tests.runtime.fake_time import FakeTime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bamasc.program import Model
-from bamasc.runtime.guard import BudgetGuard, PosthocGuard
+from bamasc.metering.guard import BudgetGuard, PosthocGuard
 from bamasc.source import Span
 
 SPAN = Span("t.bam", 1, 1, 1, 2)
@@ -76,7 +76,7 @@ def test_posthoc_checks_only_after_spending_and_can_overrun():
 
 
 def test_budget_check_none_records_every_call_and_after_stops_once_spent():
-    from bamasc.runtime.guard import RecordingGuard, guard_class
+    from bamasc.metering.guard import RecordingGuard, guard_class
 
     assert guard_class("reserve", "none") is RecordingGuard
     assert guard_class("reserve", "after") is PosthocGuard

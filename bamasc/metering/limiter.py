@@ -45,7 +45,7 @@ from collections.abc import Mapping
 
 from bamasc.program import RateLimit
 from bamasc.provider_registry import lookup
-from bamasc.runtime.rate_headers import Window, read_rate_headers
+from bamasc.metering.rate_headers import Window, read_rate_headers
 
 WINDOW_S = 60.0  # what the declared limits are per
 HEADROOM = 0.05  # share of each limit left unused: room for the time requests take to reach a sliding-window server

@@ -9,11 +9,12 @@ import asyncio
 import pytest
 
 from bamasc.plan.compile import compile_file
-from bamasc.runtime.admission import Admission, Admissions, ShortOfTotal, TaskHold, TotalLink
+from bamasc.metering.admission import Admission, Admissions, TaskHold, TotalLink
+from bamasc.metering.refusals import BudgetExhausted, DeadlineReached, Refused, ShortOfTotal
 from bamasc.runtime.batch import BatchBudget
 from bamasc.runtime.deadline import DeadlineGuard
-from bamasc.runtime.guard import BudgetGuard
-from bamasc.runtime.interpreter import BudgetExhausted, DeadlineReached, Refused, TaskRun
+from bamasc.metering.guard import BudgetGuard
+from bamasc.runtime.interpreter import TaskRun
 from bamasc.runtime.providers.base import Completion
 from bamasc.runtime.ray_actors import Ledger, RemoteLedger
 from bamasc.runtime.retry import RetryPolicy

@@ -12,6 +12,7 @@ it had not been sent, and named in `RateHeaders.unreadable`.
 from __future__ import annotations
 
 import datetime
+import email.utils
 import math
 import re
 import time
@@ -147,3 +148,39 @@ def _tightest(*windows: Window) -> Window:
         return Window()
     return min(known, key=lambda w: (math.inf if w.remaining is None else w.remaining,
                                      math.inf if w.limit is None else w.limit))
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date), or `retry-after-ms`.
+
+    Returns None when there is no usable header. A date in the past gives 0.
+    """
+    if not headers:
+        return None
+    lowered = {key.lower(): value for key, value in headers.items()}
+    milliseconds = lowered.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            value = float(milliseconds) / 1000.0
+        except ValueError:
+            value = None
+        if value is not None and math.isfinite(value) and value >= 0:
+            return value
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+        return max(0.0, seconds)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds

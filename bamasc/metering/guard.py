@@ -23,7 +23,7 @@ A resumed task starts from what the trace holds for it (`spent`): a crash
 never resets its ledger.
 
 A run's attempts reach the guard as one link of their admission
-(runtime/admission.py, `BudgetLink`): reserve to admit, `settle_usage` to
+(metering/admission.py, `BudgetLink`): reserve to admit, `settle_usage` to
 settle, `keep` for an outcome unknown, `release` for an attempt surely not
 processed.
 
@@ -35,13 +35,9 @@ of the paper kit, docs/paper.md). It is never the default.
 
 from __future__ import annotations
 
-import math
-
+from bamasc.metering.afford import MIN_USEFUL_TOKENS, Cost, afford, bill
 from bamasc.prices import Pricing, Rates, Usage
 from bamasc.records import record
-
-# A call that could emit fewer tokens than this is not worth making.
-MIN_USEFUL_TOKENS = 16
 
 
 @record
@@ -86,15 +82,10 @@ class BudgetGuard:
         pricing = model.prices()
         rates = pricing.worst_rates(prompt_tokens)
         input_cost, _ = pricing.worst_cost(prompt_tokens, 0)
-        left = self.remaining - input_cost
-        if rates.output > 0:
-            affordable = math.floor(left / rates.output + 1e-9) if left > 0 else 0
-        else:
-            affordable = max_tokens if left >= 0 else 0
-        tokens = min(max_tokens, affordable)
-        if tokens < min(self.min_useful_tokens, max_tokens) or left < 0:
+        fit = afford(self.remaining, Cost(input_cost, rates.output, 1, max_tokens, self.min_useful_tokens))
+        if fit is None:
             return None
-        amount = input_cost + rates.output * tokens
+        tokens, amount = fit
         self.held += amount
         return Reservation(model.name, prompt_tokens, tokens, max_tokens, amount, rates.input, rates.output, pricing)
 
@@ -112,19 +103,12 @@ class BudgetGuard:
         """
         self.held -= reservation.amount
         pricing = reservation.pricing or Pricing(reservation.price_input, reservation.price_output)
-        charge, rates = pricing.charge(usage)
-        self.charged += charge
-        excess = []
-        if usage.completion_tokens > reservation.max_tokens:
-            excess.append(f"{usage.completion_tokens} completion tokens for a cap of {reservation.max_tokens}")
-        if usage.prompt_tokens > reservation.prompt_tokens:
-            excess.append(f"{usage.prompt_tokens} prompt tokens where {reservation.prompt_tokens} were reserved")
-        if not excess and charge > reservation.amount * (1 + 1e-9) + 1e-9:
-            excess.append(f"{usage.cache_write_tokens} cache-write tokens, {charge:.4f} µ$ "
-                          f"where {reservation.amount:.4f} were reserved")
-        if excess and not self.overbilled:
-            self.overbilled = f"{reservation.model} billed " + " and ".join(excess)
-        return charge, rates
+        found = bill(pricing, usage, reservation.model, reservation.prompt_tokens, reservation.max_tokens,
+                     reservation.amount)
+        self.charged += found.charge
+        if found.overbilled and not self.overbilled:
+            self.overbilled = found.overbilled
+        return found.charge, found.rates
 
     def keep(self, reservation: Reservation) -> float:
         """The outcome is unknown (the provider may have billed it): charge the whole reservation."""

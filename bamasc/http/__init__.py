@@ -1,0 +1,1 @@
+"""What `bamasc serve` and `bamasc proxy` share over HTTP: connection limits, request reading, authentication."""

@@ -1,0 +1,172 @@
+"""The ledger of many scopes in one process: per-scope budgets and the total, reserved before a call, settled after.
+
+One arithmetic (`metering.afford`) decides every reservation. The event loop
+runs one request's check and hold with no await between them, so two requests
+cannot both take the last µ$. The trace is its memory: a restart on the same
+trace starts each scope from what the trace holds for it (charges, and every
+reservation whose call line never came, kept in full), as `exec --resume`
+does. Several processes share one ledger through Redis instead
+(metering/redis_ledger.py), with the same `reserve` and `close`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from bamasc.metering.afford import Cost, afford
+from bamasc.metering.refusals import BudgetExhausted, Refused, ScopeClosed, ShortOfTotal
+from bamasc.records import record
+
+@record
+class Hold:
+    """Money held for one forwarded call."""
+
+    id: str
+    scope: str
+    model: str
+    tokens: int  # the output cap sent upstream
+    amount: float  # µ$
+
+
+class Scope:
+    __slots__ = ("budget", "charged", "held", "calls", "overbilled")
+
+    def __init__(self, budget: float, charged: float = 0.0):
+        self.budget = budget
+        self.charged = charged
+        self.held = 0.0
+        self.calls = 0
+        self.overbilled: str | None = None
+
+    def view(self, name: str) -> dict:
+        return {"scope": name, "budget": self.budget, "charged": round(self.charged, 6), "held": round(self.held, 6),
+                "left": round(max(0.0, self.budget - self.charged - self.held), 6), "calls": self.calls,
+                "status": "overbilled" if self.overbilled else "open", "overbilled": self.overbilled}
+
+
+def refusal(scope: str, budget: float, spent: float, total_left: float | None, cost: Cost) -> Refused:
+    """Why `cost` does not fit in a scope (`budget`, `spent` of it) or in the total (`total_left`; None: none)."""
+    if total_left is not None and total_left < budget - spent:
+        return ShortOfTotal(scope, f"the proxy's total budget has {max(total_left, 0.0):.2f} µ$ left, not enough for "
+                                   f"this call (its prompt alone may cost {cost.input_cost:.2f} µ$)")
+    return BudgetExhausted(scope, f"scope '{scope}' has {max(budget - spent, 0.0):.2f} µ$ left of its budget of "
+                                  f"{budget:g} µ$, not enough for this call (its prompt alone may cost "
+                                  f"{cost.input_cost:.2f} µ$, and at least {min(cost.min_tokens, cost.requested)} "
+                                  "output tokens are needed)")
+
+
+def closed(scope: str, why: str) -> ScopeClosed:
+    return ScopeClosed(scope, f"scope '{scope}' is closed: {why}")
+
+
+# How a call line's `error` says the upstream billed past the reservation (trace.md).
+_OVERBILLED = "overbilled: "
+
+
+def scope_limits(path: str | None) -> dict[str, tuple[float | None, str | None]]:
+    """Each scope's tightest budget and its overbilled reason (or None) in an existing trace's lines.
+
+    The money comes from `runtime.trace.read_ledgers`, which refuses a damaged
+    trace; this reads what only the proxy writes, skipping any line that is not
+    JSON (a torn last line).
+    """
+    limits: dict[str, tuple[float | None, str | None]] = {}
+    if not path or not os.path.exists(path):
+        return limits
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(data, dict) or not isinstance(data.get("task_id"), str):
+                continue
+            budget, overbilled = limits.get(data["task_id"], (None, None))
+            given = data.get("budget") if data.get("type") == "reserve" else None
+            if type(given) in (int, float) and math.isfinite(given) and (budget is None or given < budget):
+                budget = float(given)
+            error = data.get("error") if data.get("type") == "call" else None
+            if isinstance(error, str) and error.startswith(_OVERBILLED):
+                overbilled = overbilled or error[len(_OVERBILLED):]
+            limits[data["task_id"]] = (budget, overbilled)
+    return limits
+
+
+class LocalLedger:
+    """Scopes and the total in this process, remembered by the trace."""
+
+    def __init__(self, total: float | None = None, trace=None, earlier: dict | None = None,
+                 limits: dict[str, tuple[float | None, str | None]] | None = None):
+        self.total = total
+        self.trace = trace  # a runtime.trace.TraceWriter, or None
+        self.scopes: dict[str, Scope] = {}
+        self._earlier = {scope: ledger.spent for scope, ledger in (earlier or {}).items()}
+        self._limits = limits or {}  # from scope_limits: a restart keeps a tightened budget and a closed scope
+        self.spent_before = sum(self._earlier.values())
+        self.charged = self.spent_before  # every scope's charges, earlier runs' open reservations included
+        self.held = 0.0
+        self._ids = 0
+
+    @property
+    def total_left(self) -> float | None:
+        return None if self.total is None else self.total - self.charged - self.held
+
+    def _scope(self, name: str, budget: float) -> Scope:
+        scope = self.scopes.get(name)
+        if scope is None:
+            earlier_budget, overbilled = self._limits.get(name, (None, None))
+            scope = self.scopes[name] = Scope(budget, self._earlier.get(name, 0.0))
+            if earlier_budget is not None and earlier_budget < budget:
+                scope.budget = earlier_budget
+            scope.overbilled = overbilled
+        elif budget < scope.budget:
+            scope.budget = budget  # a scope's budget may be tightened, never raised
+        return scope
+
+    async def reserve(self, name: str, budget: float, model: str, cost: Cost) -> Hold:
+        scope = self._scope(name, budget)
+        if scope.overbilled:
+            raise closed(name, scope.overbilled)
+        left = scope.budget - scope.charged - scope.held
+        total_left = self.total_left
+        fit = afford(left if total_left is None else min(left, total_left), cost)
+        if fit is None:
+            raise refusal(name, scope.budget, scope.charged + scope.held, total_left, cost)
+        tokens, amount = fit
+        scope.held += amount
+        scope.calls += 1
+        self.held += amount
+        self._ids += 1
+        hold_id = str(self._ids)
+        if self.trace is not None:
+            hold_id = self.trace.reserve({"task_id": name, "model": model, "reserved": round(amount, 6),
+                                          "budget": scope.budget, "max_tokens": tokens})
+        return Hold(hold_id, name, model, tokens, amount)
+
+    async def close(self, hold: Hold, charged: float, record: dict, overbilled: str | None = None) -> None:
+        """End the call: `charged` µ$ (the usage's price, the whole hold when the outcome is unknown, or 0)."""
+        scope = self.scopes[hold.scope]
+        scope.held -= hold.amount
+        scope.charged += charged
+        self.held -= hold.amount
+        self.charged += charged
+        if overbilled and not scope.overbilled:
+            scope.overbilled = overbilled
+        if self.trace is not None:
+            self.trace.call({"id": hold.id, "task_id": hold.scope, "model": hold.model, "reserved": round(hold.amount, 6),
+                             "charged": round(charged, 6), "max_tokens": hold.tokens, **record})
+
+    async def view(self, name: str) -> dict | None:
+        scope = self.scopes.get(name)
+        if scope is None:
+            spent = self._earlier.get(name)
+            return None if spent is None else {"scope": name, "charged": round(spent, 6), "held": 0.0,
+                                               "calls": 0, "status": "earlier run"}
+        return scope.view(name)
+
+    async def totals(self) -> dict:
+        return {"total": self.total, "charged": round(self.charged, 6), "held": round(self.held, 6),
+                "left": None if self.total is None else round(max(0.0, self.total_left), 6),
+                "scopes": len(set(self.scopes) | set(self._earlier))}

@@ -1,0 +1,105 @@
+"""OpenAI Responses (`POST /v1/responses`), streaming and not: the OpenAI Agents SDK's default.
+
+The prompt is what the request carries: `instructions`, the `input` (a text,
+or a list of messages, function calls and their outputs, reasoning items),
+the function tools and the output format, bounded by bytes
+(protocols/base.py). What the upstream would add from its own store cannot
+be seen, so it cannot be bounded: `previous_response_id`, a stored
+`conversation`, a stored `prompt` template and an `item_reference` are
+refused, as are tools the upstream runs (web and file search, code
+interpreter, computer use, image generation, remote MCP) and background
+runs, whose usage comes only when polled. The cap is `max_output_tokens`
+(reasoning tokens included). The usage is the whole reply's `usage`, and on a
+stream the one the terminal event (`response.completed`, `.incomplete` or
+`.failed`) carries.
+"""
+
+from __future__ import annotations
+
+from bamasc.metering.protocols.base import (
+    Asked, Counts, WireError, WireProtocol, count, read_cap, read_model, read_stream_flag, refuse_unbounded_parts,
+)
+
+# The events that end a stream; each carries the response, with its usage.
+_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+# Input items whose tokens are their bytes in the request.
+_BOUNDED_ITEMS = (None, "message", "function_call", "function_call_output", "reasoning", "custom_tool_call",
+                  "custom_tool_call_output")
+# Tools the model may call and the client runs (the rest run at the upstream, and bill past the prompt).
+_CLIENT_TOOLS = ("function", "custom")
+
+
+class Responses(WireProtocol):
+    name = "responses"
+    api = "openai"
+    routes = ("/v1/responses", "/responses")
+    upstream_path = "/responses"
+    prompt_fields = ("instructions", "input", "tools", "tool_choice", "text")
+    unbounded_fields = {
+        "previous_response_id": "the upstream adds the stored conversation, whose prompt the proxy cannot see; "
+                                "send the whole conversation as `input` instead",
+        "conversation": "the upstream adds a stored conversation, whose prompt the proxy cannot see; send the "
+                        "whole conversation as `input` instead",
+        "prompt": "a stored prompt template is filled in by the upstream, out of the proxy's sight",
+        "background": "a background response reports its usage only when polled, after the proxy has answered",
+    }
+
+    def read(self, body: object) -> Asked:
+        model = read_model(body)
+        given = body.get("input")
+        if not (isinstance(given, str) and given) and not (isinstance(given, list) and given):
+            raise WireError("`input` must be a text or a non-empty list of items", "input")
+        stream = read_stream_flag(body)
+        cap_field, requested = read_cap(body, ("max_output_tokens",))
+        self.refuse_unbounded_fields(body)
+        if isinstance(given, list):
+            for item in given:
+                if not isinstance(item, dict):
+                    raise WireError("each input item must be a JSON object", "input")
+                kind = item.get("type")
+                if kind not in _BOUNDED_ITEMS:
+                    raise WireError(f"an input item of type {str(kind)[:60]!r} has no token bound the proxy can "
+                                    "prove before the call (an `item_reference` is read from the upstream's store)",
+                                    "input")
+                refuse_unbounded_parts(item.get("content"), "input")
+                refuse_unbounded_parts(item.get("output"), "input")
+        instructions = body.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):
+            raise WireError("`instructions` must be a text", "instructions")
+        tools = body.get("tools")
+        if tools is not None and not isinstance(tools, list):
+            raise WireError("`tools` must be a list", "tools")
+        for tool in tools or ():
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind not in _CLIENT_TOOLS:
+                raise WireError(f"the {str(kind)[:60]!r} tool is run by the upstream, which bills uses and "
+                                "results the proxy cannot bound before the call; send function tools only", "tools")
+        return Asked(model, cap_field, requested, 1, stream)
+
+    def items(self, body: dict) -> int:
+        given = body["input"]
+        return (1 if isinstance(given, str) else len(given)) + (1 if body.get("instructions") else 0)
+
+    def with_cap(self, asked: Asked, body: dict, tokens: int, official: bool) -> dict:
+        return {**body, "max_output_tokens": tokens}
+
+    def counts(self, data: object, counts: Counts | None = None) -> Counts:
+        counts = counts or Counts()
+        if not isinstance(data, dict):
+            return counts
+        response = data.get("response")  # a stream event carries the response; a whole reply is one
+        found = (response if isinstance(response, dict) else data).get("usage")
+        if isinstance(found, dict):
+            counts.prompt = count(found.get("input_tokens"))
+            counts.completion = count(found.get("output_tokens"))  # reasoning tokens included
+            details = found.get("input_tokens_details")
+            if isinstance(details, dict):
+                counts.cached = count(details.get("cached_tokens")) or 0
+        return counts
+
+    def stream_event(self, data: object) -> tuple[bool, bool, bool]:
+        kind = data.get("type") if isinstance(data, dict) else None
+        terminal = kind in _TERMINAL
+        output = isinstance(kind, str) and kind.startswith("response.") and not terminal and kind not in (
+            "response.created", "response.in_progress", "response.queued")
+        return terminal, output, terminal

@@ -1,0 +1,56 @@
+"""A scope of a ledger of many (metering/ledger.py, metering/redis_ledger.py) as one link of an attempt's admission.
+
+The proxy forwards each call through the same chain as `exec`
+(metering/admission.py): this link reserves the call's worst case in what is
+left of its scope and of the total (`afford`), lowers the output cap to what
+that leaves, and at the end settles to the reported usage (`bill`: charged at
+the rates of the tier the prompt reached; past the reservation it is charged
+as billed and closes the scope as `overbilled`), keeps the whole hold when the
+outcome is unknown, or releases it when the upstream surely did not bill.
+What the upstream answered is on the attempt (`attempt.reply.status`).
+"""
+
+from __future__ import annotations
+
+from bamasc.metering.admission import Admission, Attempt
+from bamasc.metering.afford import Cost, bill
+from bamasc.prices import Pricing, Usage
+
+
+class ScopeLink(Admission):
+    def __init__(self, ledger, scope: str, budget: float, cost: Cost, pricing: Pricing) -> None:
+        self.ledger = ledger
+        self.scope = scope
+        self.budget = budget  # the budget the request names for its scope (a ledger never raises one)
+        self.cost = cost
+        self.pricing = pricing
+
+    async def admit(self, attempt: Attempt) -> None:
+        hold = await self.ledger.reserve(self.scope, self.budget, attempt.model.name, self.cost)
+        attempt.reservation = hold
+        attempt.max_tokens = hold.tokens
+
+    async def settle(self, attempt: Attempt, usage: Usage | None) -> None:
+        hold = attempt.reservation
+        status = _status(attempt)
+        if usage is None:  # the outcome is unknown: the upstream may have billed it all
+            attempt.charged = hold.amount
+            await self.ledger.close(hold, hold.amount, {"status": status, "outcome": "kept", "error": attempt.error})
+            return
+        found = bill(self.pricing, usage, hold.model, attempt.prompt_tokens, hold.tokens * attempt.choices,
+                     hold.amount)
+        attempt.usage, attempt.charged, attempt.rates = usage, found.charge, found.rates
+        record = {"status": status, "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                  "cached_tokens": usage.cached_tokens, "outcome": "settled"}
+        if found.overbilled:
+            attempt.error = record["error"] = f"overbilled: {found.overbilled}"
+        await self.ledger.close(hold, found.charge, record, found.overbilled)
+
+    async def release(self, attempt: Attempt) -> None:
+        attempt.charged = 0.0
+        await self.ledger.close(attempt.reservation, 0.0, {"status": _status(attempt), "outcome": "released"})
+
+
+def _status(attempt: Attempt) -> int | None:
+    """The HTTP status the upstream answered with (None: no answer came)."""
+    return getattr(attempt.reply, "status", None)
