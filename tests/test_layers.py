@@ -215,3 +215,13 @@ def test_no_test_module_imports_another():
             if any(name.startswith("tests.") and name.rpartition(".")[2].startswith("test_") for name in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, "move what these import into tests/helpers/:\n" + "\n".join(offenders)
+
+
+def test_every_package_is_in_the_wheel():
+    """A package missing from pyproject's list works in an editable checkout and is absent from an installed wheel."""
+    import tomllib
+
+    config = tomllib.loads((Path(ROOT) / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    packages = {".".join(path.parent.relative_to(ROOT).parts) for path in PACKAGE.rglob("__init__.py")}
+    assert packages <= listed, sorted(packages - listed)

@@ -1,4 +1,5 @@
-"""An honest upstream for the proxy's tests: both wire protocols, streaming and not, billing what it says.
+"""An honest upstream for the proxy's tests: chat completions, messages and Responses, streaming and not, billing
+what it says.
 
 It counts a prompt as the number of whitespace-separated words of every text
 it was sent (never more than any tokenizer counts, nor than bytes), writes
@@ -16,6 +17,9 @@ streams Anthropic events whose message_delta carries no usage, `...-earlyusage` 
 before its output and never again (OpenAI: the prompt and 0 completion tokens in the first chunk;
 Anthropic: a message_delta of 1 output token before the first content block), `...-perbyte` bills a
 prompt token per UTF-8 byte of its text (a model named like OpenAI's behind another server).
+
+On the Responses API, a request with function tools whose input holds no function call's output yet is
+answered with a call of its first tool (arguments `{}`), as a model that needs a tool's result does.
 
 Like Anthropic, it bills a request with tools ANTHROPIC_TOOL_PROMPT tokens of
 the tool-use system prompt it adds (the count Anthropic documents for its
@@ -91,6 +95,9 @@ class Upstream:
         async def anthropic(request: Request) -> Response:
             return await self._answer(request, "anthropic")
 
+        async def responses(request: Request) -> Response:
+            return await self._answer(request, "responses")
+
         async def bill(request: Request) -> Response:
             with self.lock:
                 tokens: dict[str, list[int]] = {}
@@ -103,23 +110,25 @@ class Upstream:
 
         return Starlette(routes=[Route("/v1/chat/completions", openai, methods=["POST"]),
                                  Route("/v1/messages", anthropic, methods=["POST"]),
+                                 Route("/v1/responses", responses, methods=["POST"]),
                                  Route("/bill", bill, methods=["GET"])])
 
     async def _answer(self, request: Request, protocol: str) -> Response:
         body = json.loads(await request.body())
         model = body["model"]
         prompt = self._words(body.get("messages")) + self._words(body.get("system")) + self._words(body.get("tools"))
+        prompt += self._words(body.get("input")) + self._words(body.get("instructions"))
         if protocol == "anthropic" and body.get("tools"):
             prompt += ANTHROPIC_TOOL_PROMPT
         written = 0
         if model.endswith("-perbyte"):  # a server whose tokenizer emits a token per UTF-8 byte
-            prompt = self._bytes(body.get("messages")) + self._bytes(body.get("system"))
+            prompt = self._bytes(body.get("messages")) + self._bytes(body.get("system")) + self._bytes(body.get("input"))
         if model.endswith("-cachewrite"):
             prompt = written = self._bytes(body.get("messages")) + self._bytes(body.get("system"))
         if model.endswith("-legacy"):
             cap = body.get("max_tokens") or DEFAULT_CAP
         else:
-            cap = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_CAP
+            cap = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens") or DEFAULT_CAP
         choices = body.get("n") or 1
         if model.endswith("-hang"):
             await asyncio.sleep(3600)
@@ -137,6 +146,8 @@ class Upstream:
         self._record(protocol=protocol, model=model, prompt=prompt, completion=completion, cap=cap,
                      stream=bool(body.get("stream")), billed=True)
         text = " ".join(["word"] * words)
+        if protocol == "responses":
+            return self._response(body, model, words, text, prompt, completion, cap)
         if body.get("stream"):
             cut = model.endswith("-drop")
             maker = self._openai_events if protocol == "openai" else self._anthropic_events
@@ -158,6 +169,70 @@ class Upstream:
             "stop_sequence": None, "usage": {"input_tokens": prompt - written, "cache_creation_input_tokens": written,
                                              "output_tokens": completion},
         })
+
+    def _response(self, body, model, words, text, prompt, completion, cap) -> Response:
+        """A Responses API answer: a function call of the first tool until the input holds a tool's output, else
+        text; the usage in the response (on a stream, in `response.completed` only)."""
+        tools = [tool for tool in body.get("tools") or () if tool.get("type") == "function"]
+        given = body["input"] if isinstance(body["input"], list) else []
+        if tools and not any(item.get("type") == "function_call_output" for item in given):
+            item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": tools[0]["name"],
+                    "arguments": "{}", "status": "completed"}
+        else:
+            item = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": completion,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + completion}
+        done = {"id": "resp_1", "object": "response", "created_at": int(time.time()), "model": model,
+                "status": "incomplete" if words == cap else "completed", "output": [item], "usage": usage,
+                "incomplete_details": {"reason": "max_output_tokens"} if words == cap else None,
+                "parallel_tool_calls": True, "tool_choice": "auto", "tools": body.get("tools") or [],
+                "max_output_tokens": body.get("max_output_tokens")}
+        if not body.get("stream"):
+            if model.endswith("-drop"):
+                return Response(b'{"id": "resp_1", "outp', media_type="application/json")
+            return JSONResponse(done)
+        early = None
+        if model.endswith("-earlyusage"):  # the input's usage as the stream starts, and none at its end
+            early, done["usage"] = {**usage, "output_tokens": 0, "total_tokens": prompt}, None
+        return StreamingResponse(self._response_events(done, item, words, model.endswith("-drop"), early),
+                                 media_type="text/event-stream")
+
+    @staticmethod
+    async def _response_events(done, item, words, cut, early):
+        numbers = iter(range(1 << 20))
+
+        def event(name, data) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, 'sequence_number': next(numbers), **data})}\n\n".encode()
+
+        started = {**done, "status": "in_progress", "output": [], "usage": early, "incomplete_details": None}
+        yield event("response.created", {"response": started})
+        yield event("response.in_progress", {"response": started})
+        opened = {**item, "status": "in_progress"}
+        if item["type"] == "message":
+            opened["content"] = []
+        yield event("response.output_item.added", {"output_index": 0, "item": opened})
+        if item["type"] == "message":
+            yield event("response.content_part.added", {"item_id": item["id"], "output_index": 0, "content_index": 0,
+                                                        "part": {"type": "output_text", "text": "", "annotations": []}})
+            for index in range(0, words, 10):
+                if cut and index >= words // 2:
+                    raise ConnectionResetError("cut")
+                piece = " ".join(["word"] * min(10, words - index)) + " "
+                yield event("response.output_text.delta", {"item_id": item["id"], "output_index": 0,
+                                                           "content_index": 0, "delta": piece, "logprobs": []})
+            yield event("response.output_text.done", {"item_id": item["id"], "output_index": 0, "content_index": 0,
+                                                      "text": item["content"][0]["text"], "logprobs": []})
+            yield event("response.content_part.done", {"item_id": item["id"], "output_index": 0, "content_index": 0,
+                                                       "part": item["content"][0]})
+        else:
+            yield event("response.function_call_arguments.delta", {"item_id": item["id"], "output_index": 0,
+                                                                   "delta": item["arguments"]})
+            yield event("response.function_call_arguments.done", {"item_id": item["id"], "output_index": 0,
+                                                                  "arguments": item["arguments"], "name": item["name"]})
+        yield event("response.output_item.done", {"output_index": 0, "item": item})
+        yield event("response.incomplete" if done["status"] == "incomplete" else "response.completed",
+                    {"response": done})
 
     @staticmethod
     async def _openai_events(model, words, prompt, completion, usage, cut, written):
