@@ -225,7 +225,7 @@ class TaskRun:
         """One model call of `request` (a tool loop's `round`, sent with `tools`), attempt after attempt under the
         retry policy, each admitted before it is sent; returns the provider's Completion."""
         node_id = node.id
-        problem = unsendable(messages)  # text from a reply or a tool's arguments: refused before it is reserved for
+        problem = unsendable(messages)  # a reply sent on, or a tool call's arguments: stopped before any reservation
         if problem is not None:
             raise TaskError(f"{node_id} (role '{role.name}'): {problem}; nothing was sent")
         admissions = self.admissions(model)

@@ -81,6 +81,9 @@ def sdk_error(
     too_large = next((link for link in cause_chain(error) if isinstance(link, BodyTooLarge)), None)
     if too_large is not None:
         return malformed_error(provider=provider, model=model, detail=str(too_large))
+    unencodable = next((link for link in cause_chain(error) if isinstance(link, UnicodeEncodeError)), None)
+    if unencodable is not None:
+        return unsent_error(unencodable, provider=provider, model=model)
     if isinstance(error, TimeoutError):  # the caller's overall deadline
         return transport_error(error, provider=provider, model=model, timeout=timeout, timed_out=True)
     if isinstance(error, sdk.APIStatusError):
@@ -108,6 +111,23 @@ def sdk_error(
     if base_error is not None and isinstance(error, base_error):
         return ProviderError(f"{provider} model '{model}' failed: {scrub(str(error), secret)}", kind="client")
     return None
+
+
+def unsent_error(error: UnicodeEncodeError, *, provider: str, model: str) -> ProviderError:
+    """The ProviderError for a request the SDK could not encode: a lone surrogate in its JSON body (or a header
+    that is not ASCII).
+
+    The SDK encodes the request before it opens a connection, so nothing was
+    sent and nothing billed (its reservation goes back), and a retry would fail alike.
+    """
+    found = error.object[error.start : error.start + 1] if isinstance(error.object, str) else ""
+    # Only a surrogate's code point is shown: another character may be one of the key's, in a header.
+    shown = f"U+{ord(found):04X}, " if found and "\ud800" <= found <= "\udfff" else ""
+    return ProviderError(
+        f"{provider} model '{model}': the request holds text that cannot be encoded as {error.encoding.upper()} "
+        f"({shown}{error.reason}), so it was not sent",
+        kind="client",
+    )
 
 
 def _detail(error: BaseException, secret: str | None) -> str:
