@@ -40,6 +40,7 @@ from bamasc.metering.admission import Admissions, Attempt, PaceLink
 from bamasc.metering.afford import Cost
 from bamasc.metering.protocols import CHAT, MESSAGES, StreamReader, WireError, WireProtocol, check_betas, protocols
 from bamasc.metering.refusals import Refused
+from bamasc.metering.replies import surely_unbilled
 from bamasc.metering.scopes import ScopeLink
 from bamasc.provider_registry import at_vendor, endpoint
 from bamasc.proxy.settle import Metered
@@ -323,11 +324,6 @@ def finite_budget(text: str | None) -> float | None:
     return value
 
 
-def _release_status(status: int) -> bool:
-    """A reply the upstream surely did not bill: a refusal of the request itself."""
-    return 400 <= status < 500 and status not in (408, 409)
-
-
 # What a failed upstream exchange raises: its outcome is unknown, so the hold is kept.
 _UPSTREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
@@ -346,7 +342,7 @@ async def _whole(client, url: str, headers: dict, body: dict, call: Metered, pro
         except ValueError:
             data = None
         await call.settle(protocol.counts(data).usage())
-    elif _release_status(status):
+    elif surely_unbilled(status):
         await call.release(f"upstream status {status}")
     else:
         await call.keep(f"upstream status {status}")
@@ -372,7 +368,7 @@ async def _stream(client, url: str, headers: dict, body: dict, call: Metered, re
         except _UPSTREAM_ERRORS:
             content = b""
         reply.release()
-        if _release_status(reply.status):
+        if surely_unbilled(reply.status):
             await call.release(f"upstream status {reply.status}")
         else:
             await call.keep(f"upstream status {reply.status}")

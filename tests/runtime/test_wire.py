@@ -74,9 +74,18 @@ def test_429_with_retry_after_is_retried_and_costs_nothing(wire):
     assert len(server.requests) == 2
 
 
-def test_500_is_retried(wire):
+def test_500_is_retried_and_its_hold_kept(wire):
+    """A 500 may come after the model ran: retried, its reservation kept in full (as the proxy keeps it)."""
     server, plan, program = wire
     server.script(status(500), reply("#### 7", prompt_tokens=20, completion_tokens=3))
+    result, calls = run_once(plan, program)
+    assert result.status == "ok" and [c["attempt"] for c in calls] == [1, 2]
+    assert calls[0]["charged"] == pytest.approx(calls[0]["reserved"]) and calls[0]["reserved"] > 0
+
+
+def test_an_overloaded_provider_is_retried_and_charged_nothing(wire):
+    server, plan, program = wire
+    server.script(status(503), reply("#### 7", prompt_tokens=20, completion_tokens=3))
     result, calls = run_once(plan, program)
     assert result.status == "ok" and [c["attempt"] for c in calls] == [1, 2]
     assert calls[0]["charged"] == 0

@@ -6,11 +6,7 @@ from collections.abc import Mapping
 
 from bamasc.runtime.providers.base import RETRYABLE_KINDS, ProviderError
 from bamasc.metering.rate_headers import parse_retry_after, rate_headers
-
-# A gateway that answers 502 or 504 may have passed the request on to a model
-# that ran it to the end; every other status means the provider did not bill.
-GATEWAY_STATUSES = frozenset({502, 504})
-
+from bamasc.metering.replies import surely_unbilled
 
 def error_for_status(
     status: int,
@@ -48,7 +44,7 @@ def error_for_status(
         kind=kind,
         retryable=retryable,
         retry_after=retry_after,
-        outcome_unknown=status in GATEWAY_STATUSES,
+        outcome_unknown=not surely_unbilled(status),
         status=status,
         rate_headers=rate_headers(headers),
     )
