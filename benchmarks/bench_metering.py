@@ -26,9 +26,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "benchmarks")]
 
 # The child that measures (a), run with the tree under test first on its path: it imports nothing from this file's tree.
 _EXEC_CHILD = r"""
@@ -83,33 +83,11 @@ def exec_cpu(tree: str, port: int, calls: int) -> float:
     return json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms_per_call"]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc)."""
-    fields = open(f"/proc/{pid}/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start(command: list[str], ready: str, tree: str, env: dict) -> subprocess.Popen:
-    import httpx
-
-    process = subprocess.Popen(command, cwd=tree, env=_env(tree, **env), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    for _ in range(600):
-        if process.poll() is not None:
-            raise RuntimeError(f"{command} exited: {process.stderr.read()}")
-        try:
-            httpx.get(ready, timeout=1)
-            return process
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{command} never listened")
-
-
 def proxy_cpu(trees: dict[str, str], calls: int, repeats: int) -> dict[str, list[float]]:
     """CPU ms per call of each tree's proxy, `repeats` rounds of `calls` calls each, the trees alternating."""
     import openai
 
-    sys.path.insert(0, ROOT)
+    from bench_proxy import cpu_seconds, start
     from tests.proxy.helpers import TOKEN, config_text, free_port
 
     folder = tempfile.mkdtemp()
@@ -119,15 +97,14 @@ def proxy_cpu(trees: dict[str, str], calls: int, repeats: int) -> dict[str, list
     with open(config, "w", encoding="utf-8") as handle:
         handle.write(config_text(upstream))
     env = {"UPSTREAM_KEY": "k", "PROXY_TOKEN": TOKEN}
-    servers = [start([sys.executable, "-m", "tests.proxy.upstream", str(up_port), "2000"], f"{upstream}/bill", ROOT,
-                     env)]
+    servers = [start([sys.executable, "-m", "tests.proxy.upstream", str(up_port), "2000"], f"{upstream}/bill", env)]
     proxies = {}
     try:
         for name, tree in trees.items():
             port = free_port()
             servers.append(start([sys.executable, "-m", "bamasc", "proxy", "--config", config, "--port", str(port),
                                   "--token-env", "PROXY_TOKEN", "--trace", os.path.join(folder, f"{name}.jsonl")],
-                                 f"http://127.0.0.1:{port}/healthz", tree, env))
+                                 f"http://127.0.0.1:{port}/healthz", env, tree))
             client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=TOKEN, max_retries=0,
                                    default_headers={"X-Bamasc-Task": "bench", "X-Bamasc-Budget": "1e9"})
             proxies[name] = (servers[-1], client)
@@ -156,7 +133,6 @@ def main() -> None:
     trees = {"this tree": ROOT}
     if args.baseline:
         trees["baseline"] = os.path.abspath(args.baseline)
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from bench_runtime import serve
 
     server, port = serve(0.0)

@@ -48,8 +48,9 @@ def bill(upstream: str) -> float:
     return sum(p * PRICES[MODEL.split("-overbill")[0]][0] + c * PRICES[MODEL][1] for p, c in tokens.values())
 
 
-def start(command: list[str], url: str, env: dict) -> subprocess.Popen:
-    process = subprocess.Popen(command, env={**os.environ, **env, "PYTHONPATH": ROOT},
+def start(command: list[str], url: str, env: dict, tree: str = ROOT) -> subprocess.Popen:
+    """`command` run from source tree `tree`, once `url` answers."""
+    process = subprocess.Popen(command, cwd=tree, env={**os.environ, **env, "PYTHONPATH": tree},
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for _ in range(600):
         try:

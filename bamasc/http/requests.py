@@ -71,16 +71,21 @@ async def read_body(request: Any, cap: int, seconds: float = BODY_SECONDS) -> by
         raise Problem(400, "the connection closed before the body arrived") from None
 
 
-def task_fields(raw: bytes, plan_budget: float, plan_deadline: float | None, max_task: int) -> tuple[str, Any, Any]:
-    """(task, budget or None, deadline_s or None) of a POST /v1/tasks body; a Problem names what is wrong."""
+def json_body(raw: bytes) -> Any:
+    """The JSON value of a request's body; a Problem (400) says why it has none."""
     try:
-        data = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise Problem(400, "the body is not UTF-8") from None
     except RecursionError:
-        raise Problem(400, "the body is not a JSON object: it is nested too deeply") from None
+        raise Problem(400, "the body is nested too deeply") from None
     except ValueError as problem:  # JSONDecodeError, and an integer of too many digits
         raise Problem(400, f"the body is not JSON: {str(problem)[:200]}") from None
+
+
+def task_fields(raw: bytes, plan_budget: float, plan_deadline: float | None, max_task: int) -> tuple[str, Any, Any]:
+    """(task, budget or None, deadline_s or None) of a POST /v1/tasks body; a Problem names what is wrong."""
+    data = json_body(raw)
     if not isinstance(data, dict):
         raise Problem(400, f"the body must be a JSON object, not {_kind(data)}")
     for key in data:

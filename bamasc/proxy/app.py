@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bamasc.encodings import counting_tokenizer
-from bamasc.http.requests import Problem, read_body
+from bamasc.http.requests import Problem, json_body, read_body
 from bamasc.metering.admission import Admissions, Attempt, PaceLink
 from bamasc.metering.afford import Cost
 from bamasc.metering.protocols import CHAT, MESSAGES, StreamReader, WireError, WireProtocol, check_betas, protocols
@@ -269,14 +269,7 @@ MAX_JSON_DEPTH = 128
 
 
 def _json(raw: bytes) -> object:
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise Problem(400, "the body is not UTF-8") from None
-    except RecursionError:
-        raise Problem(400, "the body is nested too deeply") from None
-    except ValueError as problem:
-        raise Problem(400, f"the body is not JSON: {str(problem)[:200]}") from None
+    data = json_body(raw)
     if _deeper_than(data, MAX_JSON_DEPTH):
         raise Problem(400, f"the body is nested more than {MAX_JSON_DEPTH} levels deep")
     return data

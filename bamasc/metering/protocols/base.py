@@ -180,6 +180,18 @@ def read_model(body: object) -> str:
     return model
 
 
+def read_messages(body: dict) -> list:
+    """A request's `messages`: a non-empty list of objects, none with a part its bytes do not bound."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise WireError("`messages` must be a non-empty list", "messages")
+    for message in messages:
+        if not isinstance(message, dict):
+            raise WireError("each message must be a JSON object", "messages")
+        refuse_unbounded_parts(message.get("content"), "messages")
+    return messages
+
+
 def refuse_unbounded_parts(content: object, field: str, depth: int = 0) -> None:
     """Refuse any part of `content` whose tokens its bytes do not bound, also one nested in another part's content
     (a tool result's) or output (a Responses function call's)."""

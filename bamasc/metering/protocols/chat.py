@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from bamasc.metering.protocols.base import (
-    Asked, Counts, WireError, WireProtocol, count, read_cap, read_model, read_stream_flag, refuse_unbounded_parts,
+    Asked, Counts, WireError, WireProtocol, count, read_cap, read_messages, read_model, read_stream_flag,
 )
 
 
@@ -31,9 +31,7 @@ class ChatCompletions(WireProtocol):
 
     def read(self, body: object) -> Asked:
         model = read_model(body)
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise WireError("`messages` must be a non-empty list", "messages")
+        read_messages(body)
         stream = read_stream_flag(body)
         cap_field, requested = read_cap(body, ("max_completion_tokens", "max_tokens"))
         choices = body.get("n", 1)
@@ -41,10 +39,6 @@ class ChatCompletions(WireProtocol):
             choices = 1
         if type(choices) is not int or not 1 <= choices <= 128:
             raise WireError("`n` must be a whole number from 1 to 128", "n")
-        for message in messages:
-            if not isinstance(message, dict):
-                raise WireError("each message must be a JSON object", "messages")
-            refuse_unbounded_parts(message.get("content"), "messages")
         self.refuse_unbounded_fields(body)
         modalities = body.get("modalities")
         if isinstance(modalities, (list, str)) and "audio" in modalities:

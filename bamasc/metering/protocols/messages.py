@@ -12,7 +12,7 @@ reservation cannot bound (`check_betas`).
 from __future__ import annotations
 
 from bamasc.metering.protocols.base import (
-    Asked, Counts, WireError, WireProtocol, count, read_cap, read_model, read_stream_flag, refuse_unbounded_parts,
+    Asked, Counts, WireError, WireProtocol, count, read_cap, read_messages, read_model, read_stream_flag,
 )
 
 # Anthropic's tool-use system prompt, added to a request with tools; its docs list 530 tokens at most.
@@ -39,15 +39,9 @@ class Messages(WireProtocol):
 
     def read(self, body: object) -> Asked:
         model = read_model(body)
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise WireError("`messages` must be a non-empty list", "messages")
+        read_messages(body)
         stream = read_stream_flag(body)
         cap_field, requested = read_cap(body, ("max_tokens",))
-        for message in messages:
-            if not isinstance(message, dict):
-                raise WireError("each message must be a JSON object", "messages")
-            refuse_unbounded_parts(message.get("content"), "messages")
         self.refuse_unbounded_fields(body)
         tools = body.get("tools")
         if isinstance(tools, list):
