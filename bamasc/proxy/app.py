@@ -1,9 +1,13 @@
-"""The ASGI app of `bamasc proxy`: OpenAI and Anthropic requests reserved, forwarded, settled.
+"""The ASGI app of `bamasc proxy`: requests of every registered wire protocol reserved, forwarded, settled.
 
-A request goes through four steps, and money moves only in the last three:
+The money is the metering core's: each call is admitted through the same
+chain as `exec`'s calls (its scope's ledger, then its upstream key's pace),
+and the protocol unit (metering/protocols/) reads and shapes what is on the
+wire. This module is HTTP and translation. A request goes through four
+steps, and money moves only in the last three:
 
 1. Read: the body (capped), the model (one the config declares for this
-   protocol), the scope (`X-Bamasc-Task`, else one scope per client key) and
+   protocol's API), the scope (`X-Bamasc-Task`, else one scope per client key) and
    its budget (`X-Bamasc-Budget`, else the config's default). A request that
    fails here is a 4xx and nothing is reserved.
 2. Reserve: the prompt bound at the dearest rate it could be billed, plus the
@@ -14,8 +18,9 @@ A request goes through four steps, and money moves only in the last three:
 3. Forward: to the model's upstream with its key from the environment.
 4. Close: the reported usage is charged (beyond the reservation it is charged as
    billed and closes the scope as `overbilled`); a reply the upstream surely
-   did not bill (a 4xx) releases the hold; anything else (a timeout, a dropped
-   connection or stream, a 5xx, a reply without usage) keeps the whole hold.
+   did not bill (metering/replies.py) releases the hold; anything else (a
+   timeout, a dropped connection or stream, a 500, a reply without usage)
+   keeps the whole hold.
 """
 
 from __future__ import annotations
