@@ -24,12 +24,23 @@ def add_parser(commands) -> None:
     proxy.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     proxy.add_argument("--port", type=cli_args.whole, default=8787, help="port to listen on (default 8787; 0: any free one)")
     proxy.add_argument("--trace", metavar="JSONL",
-                       help="every reservation and call is appended here; a restart on it keeps each scope's spend")
+                       help="every reservation, call and budget given is appended here; a restart on it keeps "
+                            "each scope's spend and tightest budget")
     cli_args.add_run_options(proxy, "--total-budget",
-                             total_budget="µ$ (or $) for everything forwarded, the trace's earlier spend included")
+                             total_budget="µ$ (or $) for everything forwarded, the trace's earlier spend included; "
+                                          "with --redis, the ledger's: the proxy that starts it sets it, one that "
+                                          "joins uses it (and refuses to start with another)")
     proxy.add_argument("--redis", metavar="URL",
-                       help="share the scopes and the total with every proxy given this Redis URL (the proxy extra)")
+                       help="share the scopes and the total with every proxy given this Redis URL (the proxy extra); "
+                            "the ledger must exist (see --new-ledger)")
     proxy.add_argument("--redis-prefix", default="bamasc", metavar="NAME", help="key prefix of the shared ledger")
+    proxy.add_argument("--new-ledger", action="store_true",
+                       help="with --redis: start the shared ledger (the fleet's first proxy, or after Redis lost "
+                            "the ledger), with this --total-budget, folding in what --trace and every --fold-trace "
+                            "hold; refused where a ledger exists")
+    proxy.add_argument("--fold-trace", action="append", default=[], metavar="JSONL",
+                       help="with --redis: another proxy's trace, whose spend under a lost ledger is folded in "
+                            "before anything is served (once per run of it); may be repeated")
     auth = proxy.add_mutually_exclusive_group(required=True)
     auth.add_argument("--token-env", metavar="VAR",
                       help="the environment variable holding the token clients send as their API key")
@@ -67,15 +78,21 @@ def run(args) -> int:
                                               "port can spend the budgets")
     if report.return_code:
         return report.return_code
+    if (args.new_ledger or args.fold_trace) and not args.redis:
+        output.usage(report, "--new-ledger and --fold-trace need --redis (a local ledger is its own --trace)")
+        return report.return_code
     if args.trace and not inputs.writable(report, args.trace, "the trace"):
+        return report.return_code
+    if not all(inputs.is_file(report, path) for path in args.fold_trace):
         return report.return_code
     settings = _settings(report, args, token)
     if settings is None:
         return report.return_code
     import asyncio
 
-    from bamasc.proxy.app import build_app
+    from bamasc.metering.redis_ledger import LedgerMismatch
     from bamasc.metering.refusals import Refused
+    from bamasc.proxy.app import build_app
     from bamasc.serve.main import Listen, bind
 
     listen = Listen(args.host, args.port, args.log_level, args.graceful_timeout)
@@ -84,6 +101,7 @@ def run(args) -> int:
     except OSError as problem:
         output.usage(report, f"cannot listen on {args.host}:{args.port}: {problem.strerror or problem}")
         return report.return_code
+    trace = None
     try:
         ledger, trace = _ledger(report, args)
         if ledger is None:
@@ -94,16 +112,28 @@ def run(args) -> int:
         pass
     except Refused as refused:  # the shared ledger cannot be joined: nothing was served
         output.failure(report, f"--redis {args.redis}: {refused.error}")
+    except LedgerMismatch as problem:  # no ledger to join, one where a new one was asked for, another total
+        output.failure(report, f"--redis {args.redis}: {problem}")
     finally:
         sock.close()
+        if trace is not None:
+            trace.close()
     return report.return_code
 
 
 def _ledger(report: Report, args):
+    """The ledger the proxy serves from, and its trace; (None, None) once a trace that cannot be read is reported.
+
+    Every trace is read whole first: a damaged one stops the proxy before a
+    ledger is started, joined or folded into.
+    """
     from bamasc.runtime.trace import TraceError, TraceWriter, read_ledgers
 
+    fold = tuple(args.fold_trace) if args.redis else ()
     try:
-        earlier = read_ledgers(args.trace) if args.trace and not args.redis else {}
+        earlier = read_ledgers(args.trace) if args.trace else {}
+        for path in fold:
+            read_ledgers(path)
         trace = TraceWriter(args.trace) if args.trace else None
     except (TraceError, OSError) as problem:
         output.failure(report, problem)
@@ -111,7 +141,8 @@ def _ledger(report: Report, args):
     if args.redis:
         from bamasc.metering.redis_ledger import RedisLedger
 
-        return RedisLedger(args.redis, args.total_budget, args.redis_prefix, trace), trace
+        return RedisLedger(args.redis, args.total_budget, args.redis_prefix, trace,
+                           create=args.new_ledger, fold=fold), trace
     from bamasc.metering.ledger import LocalLedger, scope_limits
 
     limits = scope_limits(args.trace) if args.trace else {}
@@ -129,8 +160,9 @@ async def _serve(app, ledger, listen, sock, max_connections: int, request_s: flo
     connections = connection_cap(max_connections, "proxy")
     protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, MAX_HEAD, request_s))
 
-    if hasattr(ledger, "open"):
-        await ledger.open()
+    await ledger.open()
+    if getattr(ledger, "folded", 0):
+        say(f"folded into the ledger what {ledger.folded} trace run(s) spent outside it", "proxy")
     totals = await ledger.totals()
     if ledger.total is not None:
         say(f"total budget {ledger.total:g} µ$: {totals['charged'] + totals['held']:.1f} spent, "

@@ -5,7 +5,9 @@ runs one request's check and hold with no await between them, so two requests
 cannot both take the last µ$. The trace is its memory: a restart on the same
 trace starts each scope from what the trace holds for it (charges, and every
 reservation whose call line never came, kept in full), as `exec --resume`
-does. Several processes share one ledger through Redis instead
+does, with the tightest budget it was given (a `budget` line is written when
+a request sets or lowers it, refused or not) and closed if it was overbilled.
+Several processes share one ledger through Redis instead
 (metering/redis_ledger.py), with the same `reserve` and `close`.
 """
 
@@ -65,32 +67,45 @@ def closed(scope: str, why: str) -> ScopeClosed:
 _OVERBILLED = "overbilled: "
 
 
-def scope_limits(path: str | None) -> dict[str, tuple[float | None, str | None]]:
-    """Each scope's tightest budget and its overbilled reason (or None) in an existing trace's lines.
+def trace_lines(path: str | None):
+    """The records of an existing trace, in order, skipping any line that is not a JSON object with a task_id.
 
     The money comes from `runtime.trace.read_ledgers`, which refuses a damaged
-    trace; this reads what only the proxy writes, skipping any line that is not
-    JSON (a torn last line).
+    trace; only its torn last line is skipped here.
     """
-    limits: dict[str, tuple[float | None, str | None]] = {}
     if not path or not os.path.exists(path):
-        return limits
+        return
     with open(path, "rb") as handle:
         for line in handle:
             try:
                 data = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(data, dict) or not isinstance(data.get("task_id"), str):
-                continue
-            budget, overbilled = limits.get(data["task_id"], (None, None))
-            given = data.get("budget") if data.get("type") == "reserve" else None
-            if type(given) in (int, float) and math.isfinite(given) and (budget is None or given < budget):
-                budget = float(given)
-            error = data.get("error") if data.get("type") == "call" else None
-            if isinstance(error, str) and error.startswith(_OVERBILLED):
-                overbilled = overbilled or error[len(_OVERBILLED):]
-            limits[data["task_id"]] = (budget, overbilled)
+            if isinstance(data, dict) and isinstance(data.get("task_id"), str):
+                yield data
+
+
+def line_limit(data: dict) -> tuple[float | None, str | None]:
+    """The budget a trace line gave its scope (a `reserve` or `budget` line) and the reason a `call` line closed
+    it as overbilled; None for what it does not say."""
+    given = data.get("budget") if data.get("type") in ("reserve", "budget") else None
+    budget = float(given) if type(given) in (int, float) and math.isfinite(given) else None
+    error = data.get("error") if data.get("type") == "call" else None
+    overbilled = error[len(_OVERBILLED):] if isinstance(error, str) and error.startswith(_OVERBILLED) else None
+    return budget, overbilled
+
+
+def tighter(limit: tuple[float | None, str | None], other: tuple[float | None, str | None]):
+    """Two (budget, overbilled) limits as one: the lower budget, the first reason."""
+    budgets = [budget for budget in (limit[0], other[0]) if budget is not None]
+    return (min(budgets) if budgets else None), limit[1] or other[1]
+
+
+def scope_limits(path: str | None) -> dict[str, tuple[float | None, str | None]]:
+    """Each scope's tightest budget and its overbilled reason (or None) in an existing trace's lines."""
+    limits: dict[str, tuple[float | None, str | None]] = {}
+    for data in trace_lines(path):
+        limits[data["task_id"]] = tighter(limits.get(data["task_id"], (None, None)), line_limit(data))
     return limits
 
 
@@ -113,17 +128,28 @@ class LocalLedger:
     def total_left(self) -> float | None:
         return None if self.total is None else self.total - self.charged - self.held
 
+    async def open(self) -> None:
+        """Nothing to join: the trace was read when the ledger was made."""
+
     def _scope(self, name: str, budget: float) -> Scope:
         scope = self.scopes.get(name)
         if scope is None:
             earlier_budget, overbilled = self._limits.get(name, (None, None))
             scope = self.scopes[name] = Scope(budget, self._earlier.get(name, 0.0))
-            if earlier_budget is not None and earlier_budget < budget:
+            if earlier_budget is not None and earlier_budget <= budget:
                 scope.budget = earlier_budget
+            else:
+                self._written(name, budget)
             scope.overbilled = overbilled
         elif budget < scope.budget:
             scope.budget = budget  # a scope's budget may be tightened, never raised
+            self._written(name, budget)
         return scope
+
+    def _written(self, name: str, budget: float) -> None:
+        """A budget set or tightened goes to the trace now: the request may be refused, and a restart keeps it."""
+        if self.trace is not None:
+            self.trace.budget({"task_id": name, "budget": budget})
 
     async def reserve(self, name: str, budget: float, model: str, cost: Cost) -> Hold:
         scope = self._scope(name, budget)

@@ -62,11 +62,14 @@ def task_runs(records: list[dict]) -> list[list[dict]]:
     A task resumed after `error` has a run per task line. A run that died
     before its task line is one with the resume that finished the task (whose
     `interrupted` call lines settle its open reservations); records after a
-    task's last task line form a run without one.
+    task's last task line form a run without one. A proxy's `budget` lines
+    are no attempt and belong to no run.
     """
     runs: list[list[dict]] = []
     open_runs: dict[str, list[dict]] = {}
     for record in records:
+        if record["type"] == "budget":
+            continue
         run = open_runs.get(record["task_id"])
         if run is None:
             run = open_runs[record["task_id"]] = []

@@ -8,7 +8,8 @@ A reservation without its call line is an attempt whose outcome nobody saw
 the provider may have billed it. A tool call (runtime/tool_loop.py) has a
 `tool` line, which settles the reserve line of its price when it has one. A
 task's spend is the sum over every run that the trace holds, and `--resume`
-continues a task from that sum.
+continues a task from that sum. `bamasc proxy` also writes a `budget` line
+when a scope's budget is set or tightened; it moves no money.
 
 Each line is written whole and flushed; a line cut short by a crash is the
 last one, and is dropped before anything is appended.
@@ -25,7 +26,7 @@ from bamasc.rows import RowError, drop_torn_line, parse_line
 from bamasc.secrets import redact
 from bamasc.words import show
 
-TRACE_TYPES = ("reserve", "call", "tool", "task")
+TRACE_TYPES = ("reserve", "call", "tool", "task", "budget")
 
 
 class TraceError(ValueError):
@@ -68,6 +69,10 @@ class TraceWriter:
 
     def task(self, record: dict) -> None:
         self._write({"type": "task", **_redacted(record)})
+
+    def budget(self, record: dict) -> None:
+        """Record a budget a proxy scope was given or tightened to (no money moves): a restart keeps it."""
+        self._write({"type": "budget", "run": self._run, **record})
 
     def append_lines(self, lines: list[str]) -> None:
         """Lines written elsewhere (a shard of this run's trace), each ending in a newline, appended as they are."""
@@ -153,7 +158,7 @@ class TaskLedger:
         elif kind in ("call", "tool"):
             self.charged += record["charged"]
             self.open.pop(record.get("id"), None)
-        else:
+        elif kind == "task":
             # The last task line decides: one that ended in `error` (a provider
             # kept failing) is run again by --resume, with what it spent.
             self.finished = record.get("status") not in RERUN_STATUSES
@@ -173,8 +178,9 @@ def read_ledgers(path: str | None) -> dict[str, TaskLedger]:
     """Each task's ledger in an existing trace; a line that is not a trace record is a TraceError.
 
     Only the last line may be cut short (by a crash); it is ignored. Anything
-    else that is not a record of the three types, with the fields resuming
-    needs, stops the resume: guessing would lose or double money.
+    else that is not a record of the trace's types, with the fields resuming
+    needs, stops the resume: guessing would lose or double money. A `budget`
+    line (a proxy scope's budget) moves no money.
 
     The file is read a line at a time. A line is first parsed by the standard
     library's C decoder; only one it refuses, or whose values are out of
@@ -251,6 +257,8 @@ def _check(record: object) -> str | None:
             return f"reserve line without an id, got {show(record.get('id'))}"
         if not _amount(record.get("reserved")):
             return f"reserve line with reserved = {show(record.get('reserved'))}, not an amount in µ$"
+    if kind == "budget" and not _amount(record.get("budget")):
+        return f"budget line with budget = {show(record.get('budget'))}, not an amount in µ$"
     if kind in ("call", "tool"):
         if not _amount(record.get("charged")):
             return f"{kind} line with charged = {show(record.get('charged'))}, not an amount in µ$"

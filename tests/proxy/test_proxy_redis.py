@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -17,42 +16,25 @@ import pytest
 
 pytest.importorskip("starlette", reason="the proxy extra (starlette, uvicorn) is not installed")
 pytest.importorskip("redis", reason="the redis client library (the proxy extra) is not installed")
-if shutil.which("redis-server") is None:
-    pytest.skip("no redis-server on PATH (Debian: apt install redis-server)", allow_module_level=True)
 
 import openai  # noqa: E402
 
+from tests.proxy.fleet import REDIS_MISSING, RedisServer  # noqa: E402
 from tests.proxy.helpers import PRICES, TOKEN, charged_per_scope, config_text, free_port, process_proxy, traceback_free  # noqa: E402
 from tests.proxy.upstream import Upstream  # noqa: E402
+
+if REDIS_MISSING:
+    pytest.skip(REDIS_MISSING, allow_module_level=True)
 
 TOTAL = 6000.0
 SCOPE_BUDGET = 556.0
 
 
-def start_redis(port: int, folder) -> subprocess.Popen:
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import redis
-
-    client = redis.Redis(port=port)
-    for _ in range(500):
-        try:
-            client.ping()
-            return process
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.02)
-    process.kill()
-    pytest.skip("redis-server did not start")
-
-
 @pytest.fixture
-def redis_port(tmp_path):
-    port = free_port()
-    process = start_redis(port, tmp_path)
-    yield port
-    process.kill()
-    process.wait()
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path)
+    yield server
+    server.kill()
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +71,10 @@ async def _load(urls: list[str], scopes: int, calls: int) -> list[str]:
     return await asyncio.gather(*jobs)
 
 
-def test_a_proxy_killed_under_load_leaves_the_shared_total_unbroken(config, upstream, redis_port, tmp_path):
+def test_a_proxy_killed_under_load_leaves_the_shared_total_unbroken(config, upstream, redis_server, tmp_path):
     env = {"UPSTREAM_KEY": "upstream-key"}
-    common = ["--redis", f"redis://127.0.0.1:{redis_port}/0", "--total-budget", f"{TOTAL:g}"]
-    first, first_url = process_proxy(config, *common, "--trace", str(tmp_path / "a.jsonl"), env=env)
+    common = ["--redis", redis_server.url, "--total-budget", f"{TOTAL:g}"]
+    first, first_url = process_proxy(config, *common, "--new-ledger", "--trace", str(tmp_path / "a.jsonl"), env=env)
     second, second_url = process_proxy(config, *common, "--trace", str(tmp_path / "b.jsonl"), env=env)
     before = upstream.billed(_prices())
 
@@ -121,22 +103,20 @@ def test_a_proxy_killed_under_load_leaves_the_shared_total_unbroken(config, upst
     assert traceback_free(errors)
 
 
-def test_a_redis_that_restarts_empty_makes_every_proxy_refuse_rather_than_spend_unledgered(config, upstream, tmp_path):
-    port = free_port()
-    server = start_redis(port, tmp_path)
-    proxy, url = process_proxy(config, "--redis", f"redis://127.0.0.1:{port}/0", env={"UPSTREAM_KEY": "upstream-key"})
+def test_a_redis_that_restarts_empty_makes_every_proxy_refuse_rather_than_spend_unledgered(config, upstream,
+                                                                                           redis_server):
+    proxy, url = process_proxy(config, "--redis", redis_server.url, "--new-ledger", env={"UPSTREAM_KEY": "upstream-key"})
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0, timeout=30,
                            default_headers={"X-Bamasc-Task": "r", "X-Bamasc-Budget": "5000"})
     try:
         client.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": "one"}],
                                        max_tokens=20)
-        server.kill()
-        server.wait()
+        redis_server.kill()
         calls = len(upstream.calls)
         with pytest.raises(openai.APIStatusError) as down:
             client.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": "two"}])
         assert down.value.status_code == 503 and "cannot be reached" in down.value.message
-        server = start_redis(port, tmp_path)  # back, with nothing in it
+        redis_server.start()  # back, with nothing in it
         with pytest.raises(openai.APIStatusError) as lost:
             client.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": "three"}])
         assert lost.value.status_code == 503 and "was lost" in lost.value.message
@@ -144,8 +124,6 @@ def test_a_redis_that_restarts_empty_makes_every_proxy_refuse_rather_than_spend_
     finally:
         proxy.terminate()
         _, errors = proxy.communicate(timeout=30)
-        server.kill()
-        server.wait()
     assert traceback_free(errors)
 
 
@@ -154,46 +132,39 @@ def _prices() -> dict:
             for suffix in ("", "-overbill", "-drop", "-busy", "-broken", "-hang")}
 
 
-def test_the_lua_arithmetic_is_the_local_one():
-    """The Redis script and `afford` decide the same: checked on a grid of amounts through a real server."""
-    import redis as redis_library
-
+def test_the_lua_arithmetic_is_the_local_one(redis_server):
+    """The Redis script and `afford` decide the same, the total's budget read from the ledger: checked on a grid of
+    amounts through a real server."""
     from bamasc.metering.afford import Cost
     from bamasc.metering.ledger import LocalLedger
     from bamasc.metering.redis_ledger import RedisLedger
     from bamasc.metering.refusals import Refused
 
-    port = free_port()
-    folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"redis-{port}")
-    os.makedirs(folder, exist_ok=True)
-    server = start_redis(port, folder)
-    try:
-        async def both(budget, cost):
-            local, shared = LocalLedger(), RedisLedger(f"redis://127.0.0.1:{port}/0", prefix=f"t{budget}-{cost.input_cost}-{cost.requested}")
-            await shared.open()
-            results = []
-            for ledger in (local, shared):
-                try:
-                    hold = await ledger.reserve("s", budget, "m", cost)
-                    results.append((hold.tokens, round(hold.amount, 6)))
-                except Refused as refused:
-                    results.append(refused.limit)
-            await shared.client.aclose()
-            return results
+    async def both(budget, cost, total=None):
+        prefix = f"t{budget}-{cost.input_cost}-{cost.requested}-{total}"
+        local = LocalLedger(total)
+        shared = RedisLedger(redis_server.url, total, prefix=prefix, create=True)
+        await shared.open()
+        results = []
+        for ledger in (local, shared):
+            try:
+                hold = await ledger.reserve("s", budget, "m", cost)
+                results.append((hold.tokens, round(hold.amount, 6)))
+            except Refused as refused:
+                results.append(refused.limit)
+        await shared.client.aclose()
+        return results
 
-        for budget in (1.0, 50.0, 556.0, 10_000.0):
-            for input_cost in (0.0, 0.5, 40.0, 600.0):
-                for requested in (1, 16, 300, 5000):
-                    local, shared = asyncio.run(both(budget, Cost(input_cost, 1.6, 2, requested)))
-                    assert local == shared, (budget, input_cost, requested)
-        # Free output and a client's huge cap: Lua would write 1e+15 (a number Python cannot read back as tokens).
-        for requested in (10**15, 2**52 + 1):
-            local, shared = asyncio.run(both(1e12, Cost(5.0, 0.0, 1, requested)))
-            assert local == shared == (requested, 5.0)
-    finally:
-        server.kill()
-        server.wait()
-        redis_library.Redis  # the library stays imported for the next test
+    for budget in (1.0, 50.0, 556.0, 10_000.0):
+        for input_cost in (0.0, 0.5, 40.0, 600.0):
+            for requested in (1, 16, 300, 5000):
+                for total in (None, 45.0, 700.0):
+                    local, shared = asyncio.run(both(budget, Cost(input_cost, 1.6, 2, requested), total))
+                    assert local == shared, (budget, input_cost, requested, total)
+    # Free output and a client's huge cap: Lua would write 1e+15 (a number Python cannot read back as tokens).
+    for requested in (10**15, 2**52 + 1):
+        local, shared = asyncio.run(both(1e12, Cost(5.0, 0.0, 1, requested)))
+        assert local == shared == (requested, 5.0)
 
 
 def test_an_unreachable_ledger_is_a_clean_failure_at_start_and_a_503_while_serving(config, upstream, tmp_path):
@@ -211,27 +182,26 @@ def test_an_unreachable_ledger_is_a_clean_failure_at_start_and_a_503_while_servi
     assert started.returncode == 1 and "cannot be reached" in started.stderr
     assert traceback_free(started.stderr), started.stderr[-3000:]
 
-    port = free_port()
-    server = start_redis(port, tmp_path)
-    proxy, url = process_proxy(config, "--redis", f"redis://127.0.0.1:{port}/0", env={"UPSTREAM_KEY": "upstream-key"})
+    server = RedisServer(tmp_path)
+    proxy, url = process_proxy(config, "--redis", server.url, "--new-ledger", env={"UPSTREAM_KEY": "upstream-key"})
     try:
         server.kill()
-        server.wait()
         headers = {"authorization": f"Bearer {TOKEN}"}
         for path in ("/v1/scopes/anything", "/v1/budget"):
             response = httpx.get(f"{url}{path}", headers=headers, timeout=30)
             assert response.status_code == 503 and "cannot be reached" in response.json()["error"]["message"]
         assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
     finally:
+        server.kill()
         proxy.terminate()
         _, errors = proxy.communicate(timeout=30)
     assert traceback_free(errors), errors[-3000:]
 
 
-def test_a_client_that_hangs_up_mid_stream_leaves_no_hold_in_the_shared_ledger(config, upstream, redis_port):
+def test_a_client_that_hangs_up_mid_stream_leaves_no_hold_in_the_shared_ledger(config, upstream, redis_server):
     import httpx
 
-    proxy, url = process_proxy(config, "--redis", f"redis://127.0.0.1:{redis_port}/0", env={"UPSTREAM_KEY": "upstream-key"})
+    proxy, url = process_proxy(config, "--redis", redis_server.url, "--new-ledger", env={"UPSTREAM_KEY": "upstream-key"})
     headers = {"authorization": f"Bearer {TOKEN}", "x-bamasc-task": "hung-up", "x-bamasc-budget": "5000"}
     body = {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "long"}], "stream": True, "max_tokens": 300}
     try:
