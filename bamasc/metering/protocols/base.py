@@ -3,9 +3,10 @@
 A protocol is one `WireProtocol` subclass (metering/protocols/__init__.py
 registers each): it reads the model and the output cap a request asks for,
 bounds its prompt, refuses what cannot be bounded, sets the cap it is sent
-with, reads the usage of a reply and of a stream, and shapes errors as its
-SDKs read them. Everything here is plain data in, plain data out: no I/O, no
-money.
+with, reads the usage of a reply and of a stream, shapes errors as its SDKs
+read them, and writes the reply that answers in place of a call a spent
+budget cannot fit (`exhausted`). Everything here is plain data in, plain
+data out: no I/O, no money.
 
 The prompt bound is what the reservation pays for, so it must never be below
 what the upstream bills. Where the tokenizer is not known, a prompt is bounded
@@ -21,6 +22,7 @@ anything is reserved.
 from __future__ import annotations
 
 import json
+import secrets
 
 from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS
 from bamasc.prices import Usage
@@ -88,8 +90,8 @@ def count(value: object) -> int | None:
 
 
 class WireProtocol:
-    """One wire protocol. A subclass sets the class fields and writes `read`, `with_cap`, `counts` and
-    `stream_event`; the byte bound, the stream reading and the error shape come from here."""
+    """One wire protocol. A subclass sets the class fields and writes `read`, `with_cap`, `counts`,
+    `stream_event` and `exhausted`; the byte bound, the stream reading and the error shape come from here."""
 
     name: str  # how docs and errors name it
     api: str  # the provider API that serves it (a provider record's `protocol`): "openai" or "anthropic"
@@ -141,6 +143,16 @@ class WireProtocol:
         """An error in the shape the protocol's SDKs read, so a framework surfaces it as an API error."""
         return {"error": {"message": message, "type": kind, "param": field, "code": kind}}
 
+    def exhausted(self, asked: Asked, text: str) -> bytes:
+        """The whole body of a 200 sent in place of a call the budget cannot fit: one assistant message saying
+        `text`, no tool call, a turn ended normally, usage 0, for `asked.model`. The JSON reply, or where
+        `asked.stream` the whole event stream, every event the protocol's SDKs need to read it to its end."""
+        raise NotImplementedError
+
+    def media_type(self, asked: Asked) -> str:
+        """The content type of a reply to `asked` (`exhausted`'s body among them)."""
+        return "text/event-stream" if asked.stream else "application/json"
+
     # ------------------------------------------------------------ shared checks
 
     def refuse_unbounded_fields(self, body: dict) -> None:
@@ -150,6 +162,23 @@ class WireProtocol:
         if body.get("service_tier") not in PLAIN_TIERS:
             raise WireError(f"`service_tier` {str(body.get('service_tier'))[:40]!r} may be billed above the declared "
                             "prices; send `auto`, `default` or `flex`", "service_tier")
+
+
+def as_json(data: object) -> bytes:
+    """`data` as the JSON of a reply. ASCII only: every other character is escaped, so any text encodes (a lone
+    surrogate in an operator's text too), and no reader that splits decoded text on every Unicode line end
+    (str.splitlines: U+2028, U+0085) cuts an event's data line."""
+    return json.dumps(data, separators=(",", ":")).encode("ascii")
+
+
+def sse(data: dict, event: str | None = None) -> bytes:
+    """One server-sent event carrying `data`, named `event` where the protocol names its events."""
+    return (f"event: {event}\n" if event else "").encode("ascii") + b"data: " + as_json(data) + b"\n\n"
+
+
+def reply_id(prefix: str) -> str:
+    """An id for a reply the proxy makes itself: the protocol's prefix, then 24 random hex digits."""
+    return prefix + secrets.token_hex(12)
 
 
 def read_cap(body: dict, fields: tuple[str, ...]) -> tuple[str | None, int | None]:

@@ -10,10 +10,12 @@ since the most common client loop reads `chunk.choices[0]`.
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 from bamasc.metering.protocols.base import (
-    Asked, Counts, WireError, WireProtocol, count, read_cap, read_messages, read_model, read_stream_flag,
+    Asked, Counts, WireError, WireProtocol, as_json, count, read_cap, read_messages, read_model, read_stream_flag,
+    reply_id, sse,
 )
 
 
@@ -95,6 +97,23 @@ class ChatCompletions(WireProtocol):
 
     def hidden(self, data: object) -> bool:
         return isinstance(data, dict) and data.get("choices") == [] and "usage" in data
+
+    def exhausted(self, asked: Asked, text: str) -> bytes:
+        made = {"id": reply_id("chatcmpl-bamasc-"), "created": int(time.time()), "model": asked.model}
+        usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        if not asked.stream:
+            message = {"role": "assistant", "content": text, "refusal": None}
+            choices = [{"index": index, "message": message, "logprobs": None, "finish_reason": "stop"}
+                       for index in range(asked.choices)]
+            return as_json({**made, "object": "chat.completion", "choices": choices, "usage": usage})
+        steps = (({"role": "assistant", "content": ""}, None), ({"content": text}, None), ({}, "stop"))
+        chunks = [{**made, "object": "chat.completion.chunk",
+                   "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                  for index in range(asked.choices) for delta, finish in steps]
+        # The usage rides on the last finish chunk, not on a chunk of its own with no choices: the most common
+        # client loop reads `chunk.choices[0]` of every chunk (the module docstring).
+        chunks[-1]["usage"] = usage
+        return b"".join(sse(chunk) for chunk in chunks) + b"data: [DONE]\n\n"
 
 
 class _Text(NamedTuple):

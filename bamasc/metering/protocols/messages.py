@@ -12,7 +12,8 @@ reservation cannot bound (`check_betas`).
 from __future__ import annotations
 
 from bamasc.metering.protocols.base import (
-    Asked, Counts, WireError, WireProtocol, count, read_cap, read_messages, read_model, read_stream_flag,
+    Asked, Counts, WireError, WireProtocol, as_json, count, read_cap, read_messages, read_model, read_stream_flag,
+    reply_id, sse,
 )
 
 # Anthropic's tool-use system prompt, added to a request with tools; its docs list 530 tokens at most.
@@ -91,6 +92,22 @@ class Messages(WireProtocol):
 
     def error(self, message: str, kind: str, field: str | None = None) -> dict:
         return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def exhausted(self, asked: Asked, text: str) -> bytes:
+        usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        message = {"id": reply_id("msg_bamasc_"), "type": "message", "role": "assistant", "model": asked.model,
+                   "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+                   "usage": usage}
+        if not asked.stream:
+            return as_json(message)
+        events = [{"type": "message_start", "message": {**message, "content": [], "stop_reason": None}},
+                  {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                  {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+                  {"type": "content_block_stop", "index": 0},
+                  {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                   "usage": usage},
+                  {"type": "message_stop"}]
+        return b"".join(sse(event, event["type"]) for event in events)
 
 
 def check_betas(header: str | None, model) -> None:

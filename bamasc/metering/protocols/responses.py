@@ -16,8 +16,11 @@ stream the one the terminal event (`response.completed`, `.incomplete` or
 
 from __future__ import annotations
 
+import time
+
 from bamasc.metering.protocols.base import (
-    Asked, Counts, WireError, WireProtocol, count, read_cap, read_model, read_stream_flag, refuse_unbounded_parts,
+    Asked, Counts, WireError, WireProtocol, as_json, count, read_cap, read_model, read_stream_flag,
+    refuse_unbounded_parts, reply_id, sse,
 )
 
 # The events that end a stream; each carries the response, with its usage.
@@ -103,3 +106,36 @@ class Responses(WireProtocol):
         output = isinstance(kind, str) and kind.startswith("response.") and not terminal and kind not in (
             "response.created", "response.in_progress", "response.queued")
         return terminal, output, terminal
+
+    def exhausted(self, asked: Asked, text: str) -> bytes:
+        item_id = reply_id("msg_bamasc_")
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant", "content": [part]}
+        usage = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 0}
+        done = _completed(asked.model, item, usage)
+        if not asked.stream:
+            return as_json(done)
+        started = {**done, "status": "in_progress", "output": [], "usage": None}
+        at = {"item_id": item_id, "output_index": 0, "content_index": 0}
+        events = [("response.created", {"response": started}),
+                  ("response.in_progress", {"response": started}),
+                  ("response.output_item.added",
+                   {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}}),
+                  ("response.content_part.added", {**at, "part": {**part, "text": ""}}),
+                  ("response.output_text.delta", {**at, "delta": text, "logprobs": []}),
+                  ("response.output_text.done", {**at, "text": text, "logprobs": []}),
+                  ("response.content_part.done", {**at, "part": part}),
+                  ("response.output_item.done", {"output_index": 0, "item": item}),
+                  ("response.completed", {"response": done})]
+        return b"".join(sse({"type": kind, "sequence_number": number, **data}, kind)
+                        for number, (kind, data) in enumerate(events))
+
+
+def _completed(model: str, item: dict, usage: dict) -> dict:
+    """A completed response of one output item, with every field the SDKs' `Response` requires; the request's
+    own settings are not echoed (they shaped no output)."""
+    return {"id": reply_id("resp_bamasc_"), "object": "response", "created_at": int(time.time()),
+            "status": "completed", "model": model, "output": [item], "usage": usage, "error": None, "incomplete_details": None,
+            "instructions": None, "metadata": {}, "parallel_tool_calls": True, "temperature": None,
+            "tool_choice": "auto", "tools": [], "top_p": None, "text": {"format": {"type": "text"}}}
