@@ -22,14 +22,34 @@ from bamasc.metering.refusals import BudgetExhausted, Refused, ScopeClosed, Shor
 from bamasc.records import record
 
 @record
+class Level:
+    """A budget a reservation must fit in besides its scope's and the total: a key's or a team's window."""
+
+    name: str  # its counter in the ledger, e.g. "key:support-bot:1d@2026-12-07T00:00:00Z" (metering/windows.py)
+    budget: float  # µ$
+    what: str  # how a refusal names it, e.g. "key 'support-bot' (1d window from 2026-12-07T00:00:00Z)"
+
+
+@record
 class Hold:
-    """Money held for one forwarded call."""
+    """Money held for one forwarded call: in its scope, the total, and each of its levels."""
 
     id: str
     scope: str
     model: str
     tokens: int  # the output cap sent upstream
     amount: float  # µ$
+    levels: tuple[str, ...] = ()  # the counters of its levels (Level.name), settled with it
+
+
+class Counter:
+    """What a level has charged and holds (its budget comes with each reservation)."""
+
+    __slots__ = ("charged", "held")
+
+    def __init__(self, charged: float = 0.0):
+        self.charged = charged
+        self.held = 0.0
 
 
 class Scope:
@@ -57,6 +77,32 @@ def refusal(scope: str, budget: float, spent: float, total_left: float | None, c
                                   f"{budget:g} µ$, not enough for this call (its prompt alone may cost "
                                   f"{cost.input_cost:.2f} µ$, and at least {min(cost.min_tokens, cost.requested)} "
                                   "output tokens are needed)")
+
+
+def short_of(level: Level, spent: float, cost: Cost) -> BudgetExhausted:
+    """Why `cost` does not fit in `level`, which has `spent` of its budget."""
+    return BudgetExhausted(level.name, f"{level.what} has {max(level.budget - spent, 0.0):.2f} µ$ left of its "
+                                       f"{level.budget:g} µ$, not enough for this call (its prompt alone may cost "
+                                       f"{cost.input_cost:.2f} µ$)")
+
+
+def distinct(levels: tuple[Level, ...]) -> tuple[Level, ...]:
+    """`levels` with one of each name (the lowest budget): a counter is held once however often it is named."""
+    kept: dict[str, Level] = {}
+    for level in levels:
+        if level.name not in kept or level.budget < kept[level.name].budget:
+            kept[level.name] = level
+    return tuple(kept.values())
+
+
+def tightest(left: float, levels: tuple[Level, ...], spent: list[float]) -> tuple[float, int | None]:
+    """The least of `left` and each level's room (its budget less `spent`), and which level it is (None: none)."""
+    binding = None
+    for index, level in enumerate(levels):
+        room = level.budget - spent[index]
+        if room < left:
+            left, binding = room, index
+    return left, binding
 
 
 def closed(scope: str, why: str) -> ScopeClosed:
@@ -101,6 +147,25 @@ def tighter(limit: tuple[float | None, str | None], other: tuple[float | None, s
     return (min(budgets) if budgets else None), limit[1] or other[1]
 
 
+def level_spend(path: str | None) -> dict[str, float]:
+    """Each level's spend in an existing trace: the charges of the calls whose reservation named it, and in full
+    each reservation of it whose call line never came (as a scope's)."""
+    open_holds: dict[str, tuple[tuple[str, ...], float]] = {}
+    spent: dict[str, float] = {}
+    for data in trace_lines(path):
+        levels = data.get("levels")
+        if data.get("type") == "reserve" and isinstance(levels, list) and levels:
+            open_holds[str(data.get("id"))] = (tuple(str(level) for level in levels), float(data["reserved"]))
+        elif data.get("type") == "call" and str(data.get("id")) in open_holds:
+            levels, _ = open_holds.pop(str(data.get("id")))
+            for level in levels:
+                spent[level] = spent.get(level, 0.0) + float(data["charged"])
+    for levels, reserved in open_holds.values():
+        for level in levels:
+            spent[level] = spent.get(level, 0.0) + reserved
+    return spent
+
+
 def scope_limits(path: str | None) -> dict[str, tuple[float | None, str | None]]:
     """Each scope's tightest budget and its overbilled reason (or None) in an existing trace's lines."""
     limits: dict[str, tuple[float | None, str | None]] = {}
@@ -113,10 +178,12 @@ class LocalLedger:
     """Scopes and the total in this process, remembered by the trace."""
 
     def __init__(self, total: float | None = None, trace=None, earlier: dict | None = None,
-                 limits: dict[str, tuple[float | None, str | None]] | None = None):
+                 limits: dict[str, tuple[float | None, str | None]] | None = None, levels: dict | None = None):
         self.total = total
         self.trace = trace  # a runtime.trace.TraceWriter, or None
         self.scopes: dict[str, Scope] = {}
+        # Each level's counter, from what the trace holds (level_spend) and this run's calls.
+        self.counters = {name: Counter(spent) for name, spent in (levels or {}).items()}
         self._earlier = {scope: ledger.spent for scope, ledger in (earlier or {}).items()}
         self._limits = limits or {}  # from scope_limits: a restart keeps a tightened budget and a closed scope
         self.spent_before = sum(self._earlier.values())
@@ -151,25 +218,42 @@ class LocalLedger:
         if self.trace is not None:
             self.trace.budget({"task_id": name, "budget": budget})
 
-    async def reserve(self, name: str, budget: float, model: str, cost: Cost) -> Hold:
+    def _counter(self, name: str) -> Counter:
+        counter = self.counters.get(name)
+        if counter is None:
+            counter = self.counters[name] = Counter()
+        return counter
+
+    async def reserve(self, name: str, budget: float, model: str, cost: Cost, levels: tuple[Level, ...] = ()) -> Hold:
+        """Hold the largest call that fits in the scope, the total and every level at once, or refuse."""
+        levels = distinct(levels)
         scope = self._scope(name, budget)
         if scope.overbilled:
             raise closed(name, scope.overbilled)
         left = scope.budget - scope.charged - scope.held
         total_left = self.total_left
-        fit = afford(left if total_left is None else min(left, total_left), cost)
+        counters = [self._counter(level.name) for level in levels]
+        room, binding = tightest(left if total_left is None else min(left, total_left), levels,
+                                 [counter.charged + counter.held for counter in counters])
+        fit = afford(room, cost)
         if fit is None:
+            if binding is not None:
+                raise short_of(levels[binding], counters[binding].charged + counters[binding].held, cost)
             raise refusal(name, scope.budget, scope.charged + scope.held, total_left, cost)
         tokens, amount = fit
         scope.held += amount
         scope.calls += 1
         self.held += amount
+        for counter in counters:
+            counter.held += amount
         self._ids += 1
         hold_id = str(self._ids)
+        names = tuple(level.name for level in levels)
         if self.trace is not None:
             hold_id = self.trace.reserve({"task_id": name, "model": model, "reserved": round(amount, 6),
-                                          "budget": scope.budget, "max_tokens": tokens})
-        return Hold(hold_id, name, model, tokens, amount)
+                                          "budget": scope.budget, "max_tokens": tokens,
+                                          **({"levels": list(names)} if names else {})})
+        return Hold(hold_id, name, model, tokens, amount, names)
 
     async def close(self, hold: Hold, charged: float, record: dict, overbilled: str | None = None) -> None:
         """End the call: `charged` µ$ (the usage's price, the whole hold when the outcome is unknown, or 0)."""
@@ -178,6 +262,10 @@ class LocalLedger:
         scope.charged += charged
         self.held -= hold.amount
         self.charged += charged
+        for level in hold.levels:
+            counter = self.counters[level]
+            counter.held -= hold.amount
+            counter.charged += charged
         if overbilled and not scope.overbilled:
             scope.overbilled = overbilled
         if self.trace is not None:
@@ -192,7 +280,17 @@ class LocalLedger:
                                                "calls": 0, "status": "earlier run"}
         return scope.view(name)
 
+    async def level(self, name: str, budget: float) -> dict:
+        """What a level has charged, holds and has left of `budget`."""
+        counter = self.counters.get(name) or Counter()
+        return level_view(name, budget, counter.charged, counter.held)
+
     async def totals(self) -> dict:
         return {"total": self.total, "charged": round(self.charged, 6), "held": round(self.held, 6),
                 "left": None if self.total is None else round(max(0.0, self.total_left), 6),
                 "scopes": len(set(self.scopes) | set(self._earlier))}
+
+
+def level_view(name: str, budget: float, charged: float, held: float) -> dict:
+    return {"window": name.rsplit(":", 1)[-1], "budget": budget, "charged": round(charged, 6),
+            "held": round(held, 6), "left": round(max(0.0, budget - charged - held), 6)}

@@ -23,12 +23,15 @@ import json
 import os
 
 from bamasc.metering.afford import Cost
-from bamasc.metering.ledger import Hold, closed, line_limit, refusal, tighter, trace_lines
+from bamasc.metering.ledger import Hold, Level, closed, distinct, level_view, line_limit, refusal, short_of, tighter, trace_lines
 from bamasc.metering.refusals import LedgerLost
 from bamasc.records import record
 
-# KEYS = scope hash, totals hash, epoch key. The script checks the epoch, sets or lowers the scope's budget
-# (its last reply field says whether it did), then checks the scope and the total (the totals hash's budget).
+# KEYS = scope hash, totals hash, epoch key, then a hash per level (a key's or a team's window); ARGV = epoch,
+# the scope's budget, the cost (input, rate, choices, requested, least), the levels' time to live in seconds,
+# then each level's budget. The script checks the epoch, sets or lowers the scope's budget (its last reply field
+# says whether it did), then checks the scope, the total (the totals hash's budget) and every level; a refusal
+# names the level that bound it (0: the scope or the total) and that level's spend.
 _RESERVE = """
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {'ledger'} end
 local budget = tonumber(ARGV[2])
@@ -50,32 +53,49 @@ if total then
   if room < left then left = room end
   total_left = string.format('%.17g', room)
 end
+local binding, bound_spent = 0, '0'
+for i = 4, #KEYS do
+  local level_spent = tonumber(redis.call('HGET', KEYS[i], 'charged') or '0') + tonumber(redis.call('HGET', KEYS[i], 'held') or '0')
+  local room = tonumber(ARGV[i + 5]) - level_spent
+  if room < left then left, binding, bound_spent = room, i - 3, string.format('%.17g', level_spent) end
+end
 local input_cost, rate, choices, requested, least = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local room = left - input_cost
-if room < 0 then return {'refused', string.format('%.17g', budget), string.format('%.17g', spent), total_left, set} end
+local refused = {'refused', string.format('%.17g', budget), string.format('%.17g', spent), total_left, tostring(binding), bound_spent, set}
+if room < 0 then return refused end
 local tokens = requested
 if rate * choices > 0 then tokens = math.min(requested, math.floor(room / (rate * choices) + 1e-9)) end
-if tokens < math.min(least, requested) then return {'refused', string.format('%.17g', budget), string.format('%.17g', spent), total_left, set} end
-local amount = input_cost + rate * choices * tokens
-redis.call('HINCRBYFLOAT', KEYS[1], 'held', string.format('%.17g', amount))
+if tokens < math.min(least, requested) then return refused end
+local amount = string.format('%.17g', input_cost + rate * choices * tokens)
+redis.call('HINCRBYFLOAT', KEYS[1], 'held', amount)
 redis.call('HINCRBY', KEYS[1], 'calls', 1)
-redis.call('HINCRBYFLOAT', KEYS[2], 'held', string.format('%.17g', amount))
-return {'ok', string.format('%.0f', tokens), string.format('%.17g', amount), string.format('%.17g', budget), set}
+redis.call('HINCRBYFLOAT', KEYS[2], 'held', amount)
+for i = 4, #KEYS do
+  redis.call('HINCRBYFLOAT', KEYS[i], 'held', amount)
+  redis.call('EXPIRE', KEYS[i], tonumber(ARGV[8]))
+end
+return {'ok', string.format('%.0f', tokens), amount, string.format('%.17g', budget), set}
 """
-# KEYS = scope hash, totals hash, epoch key; ARGV = epoch, amount held, charged, overbilled reason ('' for none).
+# KEYS = scope hash, totals hash, epoch key, the hold's level hashes; ARGV = epoch, amount held, charged,
+# overbilled reason ('' for none).
 _CLOSE = """
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 'ledger' end
-redis.call('HINCRBYFLOAT', KEYS[1], 'held', '-' .. ARGV[2])
-redis.call('HINCRBYFLOAT', KEYS[1], 'charged', ARGV[3])
-redis.call('HINCRBYFLOAT', KEYS[2], 'held', '-' .. ARGV[2])
-redis.call('HINCRBYFLOAT', KEYS[2], 'charged', ARGV[3])
+for i = 1, #KEYS do
+  if i ~= 3 then
+    redis.call('HINCRBYFLOAT', KEYS[i], 'held', '-' .. ARGV[2])
+    redis.call('HINCRBYFLOAT', KEYS[i], 'charged', ARGV[3])
+  end
+end
 if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[1], 'overbilled', ARGV[4]) end
 return 'ok'
 """
+# How long a level's hash outlives its window: past any hold taken in it.
+LEVEL_TTL_S = 40 * 86400
 # KEYS = epoch key, folded-runs set, totals hash, then the scope hashes the runs name (by number, from 1).
 # ARGV = 'new' (start the ledger: refused where one exists) or 'join' (refused where the epoch changed), epoch,
 # the total's budget ('' for none; 'new' only), and the runs as JSON: [[run, [[scope number, µ$ spent,
-# budget or '', overbilled or ''], ...]], ...]. A run already in the set adds nothing: each is folded once.
+# budget or '', overbilled or ''], ...], [[level key number, µ$ spent], ...]], ...], the level hashes' keys after
+# the scopes'. A run already in the set adds nothing: each is folded once.
 _FOLD = """
 if ARGV[1] == 'new' then
   if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
@@ -99,6 +119,9 @@ for _, run in ipairs(cjson.decode(ARGV[4])) do
       end
       if scope[4] ~= '' then redis.call('HSETNX', key, 'overbilled', scope[4]) end
     end
+    for _, level in ipairs(run[3]) do
+      redis.call('HINCRBYFLOAT', KEYS[3 + level[1]], 'charged', level[2])
+    end
   end
 end
 return {'ok', tostring(folded)}
@@ -117,6 +140,7 @@ class RunSpend:
     member: str  # the run in the ledger's set of runs folded: the epoch it spent under, and the trace's run prefix
     spent: dict  # scope -> µ$: charges, and reservations without a call line in full
     limits: dict  # scope -> (tightest budget or None, overbilled reason or None)
+    levels: dict  # level -> µ$, counted as a scope's
 
 
 def lost_runs(paths: list[str], epoch: str) -> list[RunSpend]:
@@ -130,6 +154,7 @@ def lost_runs(paths: list[str], epoch: str) -> list[RunSpend]:
     reserved: dict[str, dict[str, tuple[str, float]]] = {}  # member -> reservation id -> (scope, µ$)
     charged: dict[str, dict[object, tuple[str, float]]] = {}  # member -> id (or line number) -> (scope, µ$)
     limits: dict[str, dict[str, tuple]] = {}
+    levels_of: dict[str, tuple[str, ...]] = {}  # reservation id -> the levels it held
     for path in paths:
         for number, data in enumerate(trace_lines(path)):
             spent_under, kind, scope = data.get("epoch"), data.get("type"), data["task_id"]
@@ -139,6 +164,8 @@ def lost_runs(paths: list[str], epoch: str) -> list[RunSpend]:
             member = f"{spent_under if isinstance(spent_under, str) else ''}/{run}"
             if kind == "reserve":
                 reserved.setdefault(member, {})[data["id"]] = (scope, data["reserved"])
+                if isinstance(data.get("levels"), list):
+                    levels_of[data["id"]] = tuple(str(level) for level in data["levels"])
             elif kind == "call":
                 key = data["id"] if isinstance(data.get("id"), str) else (path, number)
                 charged.setdefault(member, {})[key] = (scope, data["charged"])
@@ -151,7 +178,13 @@ def lost_runs(paths: list[str], epoch: str) -> list[RunSpend]:
         spent: dict[str, float] = {}
         for scope, amount in [*settled.values(), *unsettled]:
             spent[scope] = spent.get(scope, 0.0) + amount
-        runs.append(RunSpend(member, spent, found))
+        levels: dict[str, float] = {}
+        ended = [(key, amount) for key, (_, amount) in settled.items()]
+        for key, amount in [*ended, *((key, held[1]) for key, held in reserved.get(member, {}).items()
+                                      if key not in settled)]:
+            for level in levels_of.get(key, ()):
+                levels[level] = levels.get(level, 0.0) + amount
+        runs.append(RunSpend(member, spent, found, levels))
     return runs
 
 
@@ -240,12 +273,15 @@ class RedisLedger:
 
     async def _fold_runs(self, args: list[str], runs: list[RunSpend]):
         scopes = list(dict.fromkeys(scope for run in runs for scope in run.limits))
+        levels = list(dict.fromkeys(level for run in runs for level in run.levels))
         number = {scope: index for index, scope in enumerate(scopes, start=1)}
+        level_number = {level: index for index, level in enumerate(levels, start=len(scopes) + 1)}
         payload = [[run.member, [[number[scope], repr(run.spent.get(scope, 0.0)),
                                   "" if budget is None else repr(budget), overbilled or ""]
-                                 for scope, (budget, overbilled) in run.limits.items()]] for run in runs]
+                                 for scope, (budget, overbilled) in run.limits.items()],
+                    [[level_number[level], repr(spent)] for level, spent in run.levels.items()]] for run in runs]
         keys = [f"{self.prefix}:epoch", f"{self.prefix}:folded", f"{self.prefix}:total",
-                *(self._keys(scope)[0] for scope in scopes)]
+                *(self._keys(scope)[0] for scope in scopes), *(self._level_key(level) for level in levels)]
         return await self._ask(lambda: self._fold(keys=keys, args=[*args, json.dumps(payload)]))
 
     async def _ask(self, command):
@@ -258,16 +294,24 @@ class RedisLedger:
             raise LedgerLost("-", f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is "
                                   "forwarded until it can") from None
 
-    async def _call(self, script, scope: str, args: list):
-        return await self._ask(lambda: script(keys=self._keys(scope), args=[self.epoch, *args]))
+    async def _call(self, script, scope: str, args: list, levels: tuple[str, ...] = ()):
+        keys = [*self._keys(scope), *(self._level_key(level) for level in levels)]
+        return await self._ask(lambda: script(keys=keys, args=[self.epoch, *args]))
+
+    def _level_key(self, level: str) -> str:
+        return f"{self.prefix}:level:{level}"
 
     def _lost(self, name: str) -> LedgerLost:
         return LedgerLost(name, "the shared ledger was lost (its Redis server restarted or was flushed); nothing "
                                 "is forwarded until an operator starts a new one (docs/proxy.md)")
 
-    async def reserve(self, name: str, budget: float, model: str, cost: Cost) -> Hold:
+    async def reserve(self, name: str, budget: float, model: str, cost: Cost, levels: tuple[Level, ...] = ()) -> Hold:
+        """Hold the largest call that fits in the scope, the total and every level at once (one script), or refuse."""
+        levels = distinct(levels)
+        names = tuple(level.name for level in levels)
         answer = await self._call(self._reserve, name, [
-            repr(budget), repr(cost.input_cost), repr(cost.output_rate), cost.choices, cost.requested, cost.min_tokens])
+            repr(budget), repr(cost.input_cost), repr(cost.output_rate), cost.choices, cost.requested, cost.min_tokens,
+            LEVEL_TTL_S, *(repr(level.budget) for level in levels)], names)
         if answer[0] == "ledger":
             raise self._lost(name)
         if answer[-1] == "1" and self.trace is not None:  # the request set or lowered the scope's budget
@@ -275,21 +319,24 @@ class RedisLedger:
         if answer[0] == "overbilled":
             raise closed(name, answer[1])
         if answer[0] == "refused":
+            if int(answer[4]):
+                raise short_of(levels[int(answer[4]) - 1], float(answer[5]), cost)
             raise refusal(name, float(answer[1]), float(answer[2]), float(answer[3]) if answer[3] else None, cost)
         tokens, amount, budget = int(answer[1]), float(answer[2]), float(answer[3])
         self._ids += 1
         hold_id = f"{self._run}.{self._ids}"
         if self.trace is not None:
             hold_id = self.trace.reserve({"task_id": name, "model": model, "reserved": round(amount, 6),
-                                          "budget": budget, "max_tokens": tokens, "epoch": self.epoch})
-        return Hold(hold_id, name, model, tokens, amount)
+                                          "budget": budget, "max_tokens": tokens, "epoch": self.epoch,
+                                          **({"levels": list(names)} if names else {})})
+        return Hold(hold_id, name, model, tokens, amount, names)
 
     async def close(self, hold: Hold, charged: float, record: dict, overbilled: str | None = None) -> None:
         if self.trace is not None:
             self.trace.call({"id": hold.id, "task_id": hold.scope, "model": hold.model, "reserved": round(hold.amount, 6),
                              "charged": round(charged, 6), "max_tokens": hold.tokens, **record, "epoch": self.epoch})
         try:
-            await self._call(self._close, hold.scope, [repr(hold.amount), repr(charged), overbilled or ""])
+            await self._call(self._close, hold.scope, [repr(hold.amount), repr(charged), overbilled or ""], hold.levels)
         except LedgerLost:
             pass  # the hold stays in Redis, counted as spent: the safe side
 
@@ -308,6 +355,11 @@ class RedisLedger:
         return {"scope": name, "budget": budget, "charged": round(charged, 6), "held": round(held, 6),
                 "left": round(max(0.0, budget - charged - held), 6), "calls": int(data.get("calls", 0)),
                 "status": "overbilled" if data.get("overbilled") else "open", "overbilled": data.get("overbilled")}
+
+    async def level(self, name: str, budget: float) -> dict:
+        """What a level has charged, holds and has left of `budget`."""
+        data = await self._read(self._level_key(name))
+        return level_view(name, budget, float(data.get("charged", 0)), float(data.get("held", 0)))
 
     async def totals(self) -> dict:
         data = await self._read(self._keys("-")[1])
