@@ -18,15 +18,16 @@ from bamasc.prices import Pricing, Usage
 
 
 class ScopeLink(Admission):
-    def __init__(self, ledger, scope: str, budget: float, cost: Cost, pricing: Pricing) -> None:
+    def __init__(self, ledger, scope: str, budget: float, cost: Cost, pricing: Pricing, levels: tuple = ()) -> None:
         self.ledger = ledger
+        self.levels = levels  # the key's and its team's windows (metering/keys.py), held with the scope
         self.scope = scope
         self.budget = budget  # the budget the request names for its scope (a ledger never raises one)
         self.cost = cost
         self.pricing = pricing
 
     async def admit(self, attempt: Attempt) -> None:
-        hold = await self.ledger.reserve(self.scope, self.budget, attempt.model.name, self.cost)
+        hold = await self.ledger.reserve(self.scope, self.budget, attempt.model.name, self.cost, self.levels)
         attempt.reservation = hold
         attempt.max_tokens = hold.tokens
 

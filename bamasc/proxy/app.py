@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
-import math
-import re
+import time
 
 import aiohttp
 from starlette.applications import Starlette
@@ -48,13 +46,11 @@ from bamasc.metering.refusals import Refused
 from bamasc.metering.replies import surely_unbilled
 from bamasc.metering.scopes import ScopeLink
 from bamasc.provider_registry import at_vendor, endpoint
+from bamasc.proxy.access import caller, client_key, same, scope_and_budget
 from bamasc.proxy.settle import Metered
 
 log = logging.getLogger("bamasc.proxy")
 
-TASK_HEADER = "x-bamasc-task"
-BUDGET_HEADER = "x-bamasc-budget"
-_SCOPE = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable ASCII, no spaces
 # Output cap sent when neither the client nor the model's `max_output` sets one.
 DEFAULT_OUTPUT_CAP = 8192
 # Request headers passed on upstream (the client's own key never is; `anthropic-beta` only once checked).
@@ -95,7 +91,8 @@ class Upstream:
 
 class Settings:
     def __init__(self, upstreams: dict[tuple[str, str], Upstream], default_budget: float | None, token: bytes | None,
-                 max_body: int = 32 << 20, timeout: float = 600.0, exact=None, limiter=None, request_s: float = 30.0):
+                 max_body: int = 32 << 20, timeout: float = 600.0, exact=None, limiter=None, request_s: float = 30.0,
+                 keys=None, admin_token: bytes | None = None, clock=time.time):
         self.upstreams = upstreams  # (wire API, name the client may use) -> Upstream
         self.limiter = limiter  # a runtime.limiter.RateLimiter pacing each upstream key, or None
         self.default_budget = default_budget
@@ -104,6 +101,9 @@ class Settings:
         self.timeout = timeout
         self.request_s = request_s  # seconds a request's body may take to arrive (408 past them)
         self.exact = exact  # exact prompt counter for OpenAI families (runtime/tokens.py), or None
+        self.keys = keys  # the client keys and teams (metering/keys.py, redis_keys.py), or None: no keys
+        self.admin_token = admin_token  # the token of /v1/admin/ (None: no admin routes)
+        self.clock = clock  # the time that picks each budget window
 
 
 def build_app(settings: Settings, ledger) -> Starlette:
@@ -122,10 +122,11 @@ def build_app(settings: Settings, ledger) -> Starlette:
         return forward
 
     async def scope(request: Request) -> Response:
-        if not _authorized(request, settings.token):
-            return _error(CHAT, 401, "a valid proxy token is needed", "authentication_error")
         try:
-            view = await ledger.view(request.path_params["scope"])
+            who = await caller(request, settings)
+            view = await ledger.view(who.scope(request.path_params["scope"]))  # a key sees its own scopes only
+        except Problem as problem:
+            return _error(CHAT, problem.status, problem.message, _KINDS[problem.status])
         except Refused as refused:
             return _error(CHAT, 503, f"bamasc proxy: {refused.error}", _KINDS[503])
         if view is None:
@@ -133,8 +134,10 @@ def build_app(settings: Settings, ledger) -> Starlette:
         return JSONResponse(view)
 
     async def budget(request: Request) -> Response:
-        if not _authorized(request, settings.token):
-            return _error(CHAT, 401, "a valid proxy token is needed", "authentication_error")
+        if not (settings.token is None and settings.keys is None) and not same(client_key(request), settings.token) \
+                and not same(client_key(request), settings.admin_token):
+            return _error(CHAT, 401, "the proxy's total is shown to its token's or its admin token's holder",
+                          "authentication_error")
         try:
             return JSONResponse(await ledger.totals())
         except Refused as refused:
@@ -145,9 +148,14 @@ def build_app(settings: Settings, ledger) -> Starlette:
 
     async def models(request: Request) -> Response:
         protocol = _protocol_of(request)
-        if not _authorized(request, settings.token):
-            return _error(protocol, 401, "a valid proxy token is needed (the client's API key)", _KINDS[401])
-        names = sorted({name for api, name in settings.upstreams if api == protocol.api})
+        try:
+            who = await caller(request, settings)
+        except Problem as problem:
+            return _error(protocol, problem.status, problem.message, _KINDS[problem.status])
+        except Refused as refused:
+            return _error(protocol, 503, f"bamasc proxy: {refused.error}", _KINDS[503])
+        names = sorted({name for (api, name), upstream in settings.upstreams.items()
+                        if api == protocol.api and (who.key is None or who.key.may_use(upstream.model))})
         if protocol.api == "anthropic":
             data = [{"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
                     for name in names]
@@ -187,39 +195,19 @@ def _protocol_of(request: Request) -> WireProtocol:
     return MESSAGES if anthropic else CHAT
 
 
-def _client_key(request: Request) -> str | None:
-    """The key the client sent (`x-api-key`, else a bearer `authorization`), stripped; None without one."""
-    given = request.headers.get("x-api-key")
-    if given is None:
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            return None
-    return given.strip()
-
-
-def _authorized(request: Request, token: bytes | None) -> bool:
-    import hmac
-
-    if token is None:
-        return True
-    given = _client_key(request)
-    return given is not None and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token)
-
-
 def _error(protocol: WireProtocol, status: int, message: str, kind: str, field: str | None = None) -> JSONResponse:
     return JSONResponse(protocol.error(message, kind, field), status)
 
 
-_KINDS = {400: "invalid_request_error", 401: "authentication_error", 402: "budget_exceeded", 404: "not_found_error",
-          405: "invalid_request_error",
+_KINDS = {400: "invalid_request_error", 401: "authentication_error", 402: "budget_exceeded",
+          403: "permission_error", 404: "not_found_error", 405: "invalid_request_error", 409: "conflict_error",
           408: "request_timeout", 413: "request_too_large", 503: "ledger_unavailable"}
 
 
 async def _guarded(request: Request, protocol: WireProtocol, settings: Settings, ledger,
                    client: aiohttp.ClientSession) -> Response:
     try:
-        if not _authorized(request, settings.token):
-            raise Problem(401, "a valid proxy token is needed (the client's API key)")
+        who = await caller(request, settings)
         raw = await read_body(request, settings.max_body, settings.request_s)
         body = _json(raw)
         asked = protocol.read(body)
@@ -228,8 +216,11 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
             names = sorted(name for api, name in settings.upstreams if api == protocol.api)
             raise Problem(404, f"model {asked.model!r} is not declared for the {protocol.name} protocol in the "
                                f"proxy's config; declared: {', '.join(names) or 'none'}", "model")
-        scope, budget = _scope(request, settings)
         model = upstream.model
+        if who.key is not None and not who.key.may_use(model):
+            raise Problem(403, f"key '{who.key.name}' may not use model {asked.model!r} (it may use "
+                               f"{', '.join(who.key.models)})", "model")
+        _, scope, budget = scope_and_budget(request, settings, who)
         if protocol.api == "anthropic":
             check_betas(request.headers.get("anthropic-beta"), model)
         tokenizer = counting_tokenizer(model.model_id, model.tokenizer, upstream.official)
@@ -242,7 +233,8 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
         ceiling = asked.requested or model.max_output or DEFAULT_OUTPUT_CAP
         cost = Cost(input_cost, rates.output, asked.choices, ceiling)
         # The chain `exec` admits its calls with: the scope's ledger, then the upstream key's pace.
-        chain = Admissions((ScopeLink(ledger, scope, budget, cost, pricing), PaceLink(settings.limiter, model)))
+        levels = who.levels(settings.clock())
+        chain = Admissions((ScopeLink(ledger, scope, budget, cost, pricing, levels), PaceLink(settings.limiter, model)))
         attempt = Attempt(None, None, model, 1, bound, ceiling, settings.timeout, choices=asked.choices)
         await chain.admit(attempt)
     except WireError as problem:
@@ -252,6 +244,9 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
         return _error(protocol, problem.status, problem.message, _KINDS.get(problem.status, "invalid_request_error"),
                       problem.field)
     except Refused as refused:
+        if refused.limit != "ledger" and who.answers:  # the key's `on_exhausted`: the proxy answers, nothing is sent
+            return Response(protocol.exhausted(asked, f"The budget for this request is spent: {refused.error}."), 200,
+                            media_type=protocol.media_type(asked), headers={"x-bamasc-exhausted": "1"})
         status = 503 if refused.limit == "ledger" else 402
         return _error(protocol, status, f"bamasc proxy: {refused.error}", _KINDS[status])
     # Upstream by the declared `name`, never as the client typed it: a request for the `.bam` name `o3` of
@@ -289,37 +284,6 @@ def _deeper_than(value: object, limit: int) -> bool:
         if not level:
             return False
     return True
-
-
-def _scope(request: Request, settings: Settings) -> tuple[str, float]:
-    name = request.headers.get(TASK_HEADER)
-    if name is None:
-        # The key itself, not how its header spells it: one key is one scope.
-        key = _client_key(request) or ""
-        name = "key-" + hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    elif not _SCOPE.match(name):
-        raise Problem(400, f"{TASK_HEADER} must be 1 to 200 printable characters without spaces", TASK_HEADER)
-    try:
-        budget = finite_budget(request.headers.get(BUDGET_HEADER))
-    except ValueError:
-        raise Problem(400, f"{BUDGET_HEADER} must be an amount of µ$ above 0 (at most 1e12), "
-                           f"not {request.headers.get(BUDGET_HEADER)[:40]!r}", BUDGET_HEADER) from None
-    if budget is None:
-        budget = settings.default_budget
-    if budget is None:
-        raise Problem(400, f"no budget for scope '{name}': send {BUDGET_HEADER}, or give the config's system a budget",
-                      BUDGET_HEADER)
-    return name, budget
-
-
-def finite_budget(text: str | None) -> float | None:
-    """A budget header's µ$, or None when absent; a ValueError when it is not a finite amount above 0."""
-    if text is None:
-        return None
-    value = float(text.strip())
-    if not math.isfinite(value) or value <= 0 or value > 1e12:
-        raise ValueError(text)
-    return value
 
 
 # What a failed upstream exchange raises: its outcome is unknown, so the hold is kept.
