@@ -41,10 +41,18 @@ def add_parser(commands) -> None:
     proxy.add_argument("--fold-trace", action="append", default=[], metavar="JSONL",
                        help="with --redis: another proxy's trace, whose spend under a lost ledger is folded in "
                             "before anything is served (once per run of it); may be repeated")
-    auth = proxy.add_mutually_exclusive_group(required=True)
+    auth = proxy.add_mutually_exclusive_group()
     auth.add_argument("--token-env", metavar="VAR",
-                      help="the environment variable holding the token clients send as their API key")
+                      help="the environment variable holding the token clients send as their API key (one shared "
+                           "token: its scopes are named as sent; give keys instead, or as well, for budgets the "
+                           "operator sets)")
     auth.add_argument("--no-auth", action="store_true", help="accept any client (only where nobody else can reach the port)")
+    proxy.add_argument("--admin-token-env", metavar="VAR",
+                       help="the environment variable holding the admin token: enables /v1/admin/ (keys and teams, "
+                            "their budgets and windows), which takes that token only")
+    proxy.add_argument("--keys", metavar="JSONL",
+                       help="without --redis: the journal of the keys and teams made through /v1/admin/ (each "
+                            "change appended; a restart replays it); with --redis they live in Redis")
     proxy.add_argument("--max-body", type=cli_args.positive, default=32 << 20, metavar="BYTES",
                        help="largest request body read (default 32 MiB); a larger one gets 413")
     proxy.add_argument("--max-connections", type=cli_args.positive, default=1024, metavar="N",
@@ -74,9 +82,23 @@ def run(args) -> int:
     if not os.path.isfile(args.config):
         output.usage(report, f"no such file: {args.config} (give --config FILE, a .bam file declaring the models)")
         return report.return_code
-    token = inputs.bearer_token(report, args, "proxying without authentication (--no-auth): anyone who reaches the "
-                                              "port can spend the budgets")
+    token = None
+    if args.token_env or args.no_auth:
+        token = inputs.bearer_token(report, args, "proxying without authentication (--no-auth): anyone who reaches "
+                                                  "the port can spend the budgets")
+    admin_token = None
+    if args.admin_token_env:
+        admin_token = os.environ.get(args.admin_token_env, "").strip().encode("utf-8", "surrogateescape") or None
+        if admin_token is None:
+            output.usage(report, f"--admin-token-env {args.admin_token_env}: the environment variable is not set or "
+                                 "empty")
+        elif admin_token == token:
+            output.usage(report, "--admin-token-env and --token-env hold the same token: the admin token must be "
+                                 "its own")
     if report.return_code:
+        return report.return_code
+    if args.keys and args.redis:
+        output.usage(report, "--keys is the journal of a proxy without --redis: with --redis, keys live in Redis")
         return report.return_code
     if (args.new_ledger or args.fold_trace) and not args.redis:
         output.usage(report, "--new-ledger and --fold-trace need --redis (a local ledger is its own --trace)")
@@ -88,8 +110,14 @@ def run(args) -> int:
     settings = _settings(report, args, token)
     if settings is None:
         return report.return_code
+    settings.admin_token = admin_token
+    if not (args.token_env or args.no_auth or admin_token or settings.declared_keys):
+        output.usage(report, "who may call the proxy: give --token-env VAR (one shared token), --admin-token-env VAR "
+                             "or keys in the config (keys the operator makes), or --no-auth")
+        return report.return_code
     import asyncio
 
+    from bamasc.metering.keys import PolicyError
     from bamasc.metering.redis_ledger import LedgerMismatch
     from bamasc.metering.refusals import Refused
     from bamasc.proxy.app import build_app
@@ -106,14 +134,20 @@ def run(args) -> int:
         ledger, trace = _ledger(report, args)
         if ledger is None:
             return report.return_code
+        if admin_token is not None or settings.declared_keys:
+            settings.keys = _key_store(report, args, ledger)
+            if settings.keys is None:
+                return report.return_code
         asyncio.run(_serve(build_app(settings, ledger), ledger, listen, sock, args.max_connections,
-                           args.request_timeout))
+                           args.request_timeout, settings))
     except KeyboardInterrupt:
         pass
     except Refused as refused:  # the shared ledger cannot be joined: nothing was served
         output.failure(report, f"--redis {args.redis}: {refused.error}")
     except LedgerMismatch as problem:  # no ledger to join, one where a new one was asked for, another total
         output.failure(report, f"--redis {args.redis}: {problem}")
+    except PolicyError as problem:  # a key of the config that cannot join the keys the store holds
+        output.failure(report, f"{args.config}: {problem}")
     finally:
         sock.close()
         if trace is not None:
@@ -143,13 +177,37 @@ def _ledger(report: Report, args):
 
         return RedisLedger(args.redis, args.total_budget, args.redis_prefix, trace,
                            create=args.new_ledger, fold=fold), trace
-    from bamasc.metering.ledger import LocalLedger, scope_limits
+    from bamasc.metering.ledger import LocalLedger, level_spend, scope_limits
 
     limits = scope_limits(args.trace) if args.trace else {}
-    return LocalLedger(args.total_budget, trace, earlier, limits), trace
+    levels = level_spend(args.trace) if args.trace else {}
+    return LocalLedger(args.total_budget, trace, earlier, limits, levels), trace
 
 
-async def _serve(app, ledger, listen, sock, max_connections: int, request_s: float) -> None:
+def _key_store(report: Report, args, ledger):
+    """The store of client keys: in Redis with the ledger, else this process's (journaled to --keys)."""
+    if args.redis:
+        from bamasc.metering.redis_keys import RedisKeyStore
+
+        return RedisKeyStore(ledger)
+    from bamasc.metering.keys import KeyStore
+
+    try:
+        return KeyStore(args.keys)
+    except (OSError, ValueError) as problem:
+        output.failure(report, f"--keys {args.keys}: {problem}")
+        return None
+
+
+async def _declare(settings) -> None:
+    """The config's teams and keys into the store (each secret from its variable), before anything is served."""
+    for team in settings.declared_teams:
+        await settings.keys.add_team(team, journal=False)
+    for key, secret in settings.declared_keys:
+        await settings.keys.add_key(key, secret, journal=False)
+
+
+async def _serve(app, ledger, listen, sock, max_connections: int, request_s: float, settings) -> None:
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     from bamasc.http.connections import ConnectionLimits, limited_protocol
@@ -161,6 +219,8 @@ async def _serve(app, ledger, listen, sock, max_connections: int, request_s: flo
     protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, MAX_HEAD, request_s))
 
     await ledger.open()
+    if settings.keys is not None:
+        await _declare(settings)
     if getattr(ledger, "folded", 0):
         say(f"folded into the ledger what {ledger.folded} trace run(s) spent outside it", "proxy")
     totals = await ledger.totals()
@@ -222,5 +282,30 @@ def _settings(report: Report, args, token):
 
     exact = exact_prompt_tokens if tokenizer_available() else None
     models = {id(upstream.model): upstream.model for upstream in upstreams.values()}.values()
-    return Settings(upstreams, budget, token, max_body=args.max_body, timeout=args.timeout, exact=exact,
-                    limiter=limiter_for(models), request_s=args.request_timeout)
+    settings = Settings(upstreams, budget, token, max_body=args.max_body, timeout=args.timeout, exact=exact,
+                        limiter=limiter_for(models), request_s=args.request_timeout)
+    declared = _declared(report, args, program)
+    if declared is None:
+        return None
+    settings.declared_teams, settings.declared_keys = declared
+    return settings
+
+
+def _declared(report: Report, args, program):
+    """The config's `team` and `key` declarations as the store takes them, each key with its secret from the
+    environment; None once a missing secret is reported."""
+    from bamasc.metering.keys import KeyPolicy, TeamPolicy, Window
+
+    teams = [TeamPolicy(team.name, tuple(Window(budget.amount, budget.per) for budget in team.budgets))
+             for team in getattr(program, "teams", {}).values()]
+    keys = []
+    for key in getattr(program, "keys", {}).values():
+        secret = os.environ.get(key.secret_env, "").strip()
+        if not secret:
+            output.usage(report, f"{args.config}: key '{key.name}' reads its secret from ${key.secret_env}, which is "
+                                 "not set or empty")
+            return None
+        keys.append((KeyPolicy(key.name, key.team, key.scope_budget,
+                               tuple(Window(budget.amount, budget.per) for budget in key.budgets), key.models,
+                               key.on_exhausted), secret))
+    return teams, keys

@@ -85,12 +85,14 @@ def new_secret() -> str:
 
 def levels(key: KeyPolicy, team: TeamPolicy | None, now: float) -> tuple[Level, ...]:
     """The ledger levels a call of `key` is reserved in at time `now`: each of its windows, and its team's."""
-    found = [Level(f"key:{key.name}:{window_id(window.per, now)}", window.amount,
-                   f"key '{key.name}' ({window_id(window.per, now)})") for window in key.budgets]
-    if team is not None:
-        found += [Level(f"team:{team.name}:{window_id(window.per, now)}", window.amount,
-                        f"team '{team.name}' ({window_id(window.per, now)})") for window in team.budgets]
-    return tuple(found)
+    return windows_of("key", key.name, key.budgets, now) + (
+        () if team is None else windows_of("team", team.name, team.budgets, now))
+
+
+def windows_of(kind: str, name: str, budgets: tuple[Window, ...], now: float) -> tuple[Level, ...]:
+    """The levels of a key's or a team's windows open at `now`, one per budget."""
+    return tuple(Level(f"{kind}:{name}:{window_id(window.per, now)}", window.amount,
+                       f"{kind} '{name}' ({window_id(window.per, now)})") for window in budgets)
 
 
 # ------------------------------------------------------------ reading what an operator sends

@@ -46,6 +46,7 @@ from bamasc.metering.refusals import Refused
 from bamasc.metering.replies import surely_unbilled
 from bamasc.metering.scopes import ScopeLink
 from bamasc.provider_registry import at_vendor, endpoint
+from bamasc.proxy.admin import admin_routes
 from bamasc.proxy.access import caller, client_key, same, scope_and_budget
 from bamasc.proxy.settle import Metered
 
@@ -104,6 +105,8 @@ class Settings:
         self.keys = keys  # the client keys and teams (metering/keys.py, redis_keys.py), or None: no keys
         self.admin_token = admin_token  # the token of /v1/admin/ (None: no admin routes)
         self.clock = clock  # the time that picks each budget window
+        self.declared_teams: list = []  # the config's `team` and `key` declarations, put in the store at start
+        self.declared_keys: list = []  # (KeyPolicy, secret)
 
 
 def build_app(settings: Settings, ledger) -> Starlette:
@@ -185,6 +188,7 @@ def build_app(settings: Settings, ledger) -> Starlette:
         Route("/v1/budget", budget, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
+        *admin_routes(settings, ledger),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: unknown, 405: unknown})
 

@@ -50,19 +50,29 @@ def free_port() -> int:
 class ThreadProxy:
     """`bamasc proxy`'s app on the local ledger, served by uvicorn in a thread of the test process."""
 
-    def __init__(self, config_path: str, total: float | None = None, trace: str | None = None, token: str | None = TOKEN):
+    def __init__(self, config_path: str, total: float | None = None, trace: str | None = None, token: str | None = TOKEN,
+                 admin: str | None = None, keys: str | None = None, clock=None):
+        import asyncio
+
         import uvicorn
 
-        from bamasc.cli.proxy import _ledger, _settings
+        from bamasc.cli.proxy import _declare, _key_store, _ledger, _settings
         from bamasc.cli.report import Report
         from bamasc.proxy.app import build_app
 
         args = _Args(config=config_path, budget=None, system=None, total_budget=total, trace=trace, redis=None,
-                     redis_prefix="bamasc", max_body=32 << 20, timeout=30.0, request_timeout=30.0)
+                     redis_prefix="bamasc", max_body=32 << 20, timeout=30.0, request_timeout=30.0, keys=keys,
+                     fold_trace=[])
         report = Report()
         self.settings = settings = _settings(report, args, None if token is None else token.encode())
         assert settings is not None, report.return_code
         self.ledger, _ = _ledger(report, args)
+        if clock is not None:
+            settings.clock = clock
+        if admin is not None or settings.declared_keys:
+            settings.admin_token = None if admin is None else admin.encode()
+            settings.keys = _key_store(report, args, self.ledger)
+            asyncio.run(_declare(settings))
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
