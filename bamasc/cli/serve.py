@@ -24,11 +24,15 @@ def add_parser(commands) -> None:
     )
     serve.add_argument("--trace", metavar="JSONL",
                        help="the ledger: every reservation, call and task is appended here; a restart on it keeps the total")
-    auth = serve.add_mutually_exclusive_group(required=True)
+    auth = serve.add_mutually_exclusive_group()
     auth.add_argument("--token-env", metavar="VAR", help="the environment variable holding the bearer token every route but /healthz needs")
     auth.add_argument("--no-auth", action="store_true", help="serve without a token (only where nobody else can reach the port)")
     cli_args.add_run_options(serve, "--fake", "--cassette", "--timeout", "--retries",
                              cassette="play recorded calls back offline instead of calling the models")
+    serve.add_argument("--redis", metavar="URL",
+                       help="take the client keys of the proxy fleet whose ledger is at this Redis URL (the proxy "
+                            "extra): a key's task is held in its key's and team's windows there (docs/proxy.md)")
+    serve.add_argument("--redis-prefix", default="bamasc", metavar="NAME", help="key prefix of that ledger")
     serve.add_argument("--fake-latency", type=cli_args.seconds, metavar="S", help="with --fake: seconds every reply takes")
     serve.add_argument("--max-body", type=cli_args.positive, default=1 << 20, metavar="BYTES",
                        help="largest request body read (default 1 MiB); a larger one gets 413")
@@ -58,8 +62,17 @@ def run(args) -> int:
     if args.fake_latency is not None and args.fake is None:
         output.usage(report, "--fake-latency needs --fake")
         return report.return_code
-    token = inputs.bearer_token(report, args, "serving without authentication (--no-auth): anyone who reaches the "
-                                              "port can spend the budget")
+    if not (args.token_env or args.no_auth or args.redis):
+        output.usage(report, "who may call: give --token-env VAR, --redis URL (the proxy fleet's client keys), "
+                             "or --no-auth")
+        return report.return_code
+    if args.redis and importlib.util.find_spec("redis") is None:
+        output.failure(report, "--redis needs the redis client (pip install 'bamasc[proxy]')")
+        return report.return_code
+    token = None
+    if args.token_env or args.no_auth:
+        token = inputs.bearer_token(report, args, "serving without authentication (--no-auth): anyone who reaches "
+                                                  "the port can spend the budget")
     if report.return_code:
         return report.return_code
     if args.trace and not inputs.writable(report, args.trace, "the trace"):
@@ -89,22 +102,42 @@ def run(args) -> int:
                            provider=provider, template=args.template, timeout=args.timeout, retries=args.retries)
     import asyncio
 
+    from bamasc.metering.redis_ledger import LedgerMismatch
+    from bamasc.metering.refusals import Refused
+
     async def main() -> None:
+        gate = await _gate(args) if args.redis else None
         await session.open()
         state = session.budget
         if state.total is not None:
             say(f"total budget {state.total:g} µ$: {state.spent:.1f} spent in the trace, {state.left:.1f} left")
-        await serve(plan, session, token, listen, limits, sock, lambda url: say(f"serving system '{plan.system}' on {url}"))
+        await serve(plan, session, token, listen, limits, sock, lambda url: say(f"serving system '{plan.system}' on {url}"),
+                    gate)
 
     try:
         asyncio.run(main())
     except bamasc.BamError as problem:
         (output.usage if problem.exit_code == 2 else output.failure)(report, problem.message)
+    except (Refused, LedgerMismatch) as problem:  # the fleet's ledger cannot be joined: nothing was served
+        output.failure(report, f"--redis {args.redis}: {getattr(problem, 'error', None) or problem}")
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
     return report.return_code
+
+
+async def _gate(args):
+    """The proxy fleet's keys and ledger, joined (never started: a ledger is the operator's to start)."""
+    import time
+
+    from bamasc.metering.redis_keys import RedisKeyStore
+    from bamasc.metering.redis_ledger import RedisLedger
+    from bamasc.serve.keys import KeyGate
+
+    ledger = RedisLedger(args.redis, None, args.redis_prefix)
+    await ledger.open()
+    return KeyGate(RedisKeyStore(ledger), ledger, time.time)
 
 
 def _installed(util, module: str) -> bool:

@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bamasc.api.errors import BamError
+from bamasc.metering.refusals import Refused
 from bamasc.serve.lookup import task_from_trace
 from bamasc.serve.metrics import CONTENT_TYPE, metrics_text
 from bamasc.serve.openapi import openapi_document
@@ -63,6 +64,15 @@ class Tasks:
             self.items.popitem(last=False)
 
 
+async def _key(request: Request, gate: Any):
+    """The client key a request is sent with, and its team; a Problem (401) without a valid one."""
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    found = await gate.who(given.strip()) if gate is not None and scheme.lower() == "bearer" and given.strip() else None
+    if found is None:
+        raise Problem(401, "a bearer token or client key is needed: Authorization: Bearer <token or key>")
+    return found
+
+
 def result_body(result: Any) -> dict[str, Any]:
     return {"task_id": result.task_id, "answer": result.answer, "cost": round(result.cost, 6),
             "bound": result.bound, "status": result.status, "template": result.template,
@@ -77,8 +87,9 @@ def call_body(call: Any) -> dict[str, Any]:
 
 
 def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Limits(),
-              responses: Counter[int] | None = None) -> Starlette:
-    """The app serving `session` (open, on `plan`); `token` None serves without authentication.
+              responses: Counter[int] | None = None, gate: Any = None) -> Starlette:
+    """The app serving `session` (open, on `plan`); `token` None serves without authentication, unless `gate`
+    (serve/keys.py) takes the proxy fleet's client keys, which are then needed (or the token).
     `responses` counts answers by status for /metrics (the connections' refusals may add to it)."""
     tasks = Tasks(limits.keep)
     responses = Counter() if responses is None else responses
@@ -92,8 +103,10 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
             try:
                 if active[0] > limits.max_requests:
                     raise Problem(429, f"{limits.max_requests} requests are in progress; try again later")
-                if not open_route and not authorized(request.headers.get("authorization"), token):
-                    raise Problem(401, "a bearer token is needed: Authorization: Bearer <token>")
+                request.state.key = None
+                if not open_route and not (token is None and gate is None) \
+                        and not (token is not None and authorized(request.headers.get("authorization"), token)):
+                    request.state.key = await _key(request, gate)
                 response = await handler(request)
             except Problem as problem:
                 response = JSONResponse(problem.body(), status_code=problem.status, headers=HEADERS.get(problem.status))
@@ -116,12 +129,25 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         raw = await read_body(request, limits.max_body, limits.request_s)
         text, budget, deadline = task_fields(raw, plan.budget, plan.deadline_s, limits.max_task)
         task_id = session.new_task_id()
+        hold = None
+        if request.state.key is not None:
+            key, team = request.state.key
+            ceiling = min(budget or plan.budget, key.scope_budget or plan.budget)
+            budget = ceiling
+            try:
+                hold = await gate.hold(key, team, task_id, ceiling)
+            except Refused as refused:
+                raise Problem(503 if refused.limit == "ledger" else 402, refused.error or refused.limit) from None
         tasks.put(task_id, {"task_id": task_id, "status": "running"})
         try:
             result = await session.run(text, budget=budget, deadline=deadline, task_id=task_id)
         except BaseException:
             tasks.items.pop(task_id, None)
+            if hold is not None:
+                await gate.close(hold, None)
             raise
+        if hold is not None:
+            await gate.close(hold, result.cost)
         body = result_body(result)
         tasks.put(task_id, {**body, "calls": [call_body(call) for call in result.calls]})
         return JSONResponse(body, status_code=402 if result.status == "skipped_total" else 200)

@@ -45,13 +45,13 @@ def bind(listen: Listen) -> socket.socket:
 
 
 async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, limits: Limits,
-                sock: socket.socket, announce: Any = None) -> None:
+                sock: socket.socket, announce: Any = None, gate: Any = None) -> None:
     """Serve `session` (already open) on `sock` until a signal stops the server; then close the session."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol  # what uvicorn's http="auto" runs: httptools, else h11
 
     connections = connection_cap(limits.max_requests * CONNECTIONS_PER_REQUEST)
     responses: Counter[int] = Counter()
-    app = build_app(plan, session, token, limits, responses)
+    app = build_app(plan, session, token, limits, responses, gate)
     protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, limits.max_head, limits.request_s),
                                 responses)
     try:

@@ -1,0 +1,34 @@
+"""The proxy's client keys at `bamasc serve`: a key's task is held in the key's and its team's windows.
+
+With `--redis`, serve joins the ledger of a proxy fleet (never starts one)
+and takes the keys the fleet's operator made (metering/redis_keys.py). A task
+of a key runs under the smaller of its budget and the key's `scope_budget`,
+and before it starts that whole budget (the most the task may spend: its
+guard holds it to it) is reserved in the key's and its team's windows, in the
+same ledger as the proxy's calls; when it ends the reservation is settled to
+what it cost. So a key's windows hold whichever door its calls come through.
+"""
+
+from __future__ import annotations
+
+from bamasc.metering.afford import Cost
+from bamasc.metering.keys import KeyPolicy, TeamPolicy, levels
+
+
+class KeyGate:
+    def __init__(self, store, ledger, clock) -> None:
+        self.store, self.ledger, self.clock = store, ledger, clock
+
+    async def who(self, secret: str) -> tuple[KeyPolicy, TeamPolicy | None] | None:
+        return await self.store.key_of(secret)
+
+    async def hold(self, key: KeyPolicy, team: TeamPolicy | None, task_id: str, budget: float):
+        """Reserve a task's whole budget in its key's windows (a Refused when one has no room); returns the hold."""
+        whole = Cost(budget, 0.0, 1, 1, 0)  # no output tokens to size: the task's budget is held as one amount
+        return await self.ledger.reserve(f"{key.name} {task_id}", budget, "task", whole,
+                                         levels(key, team, self.clock()))
+
+    async def close(self, hold, cost: float | None) -> None:
+        """Settle to what the task cost (None: unknown, so the whole hold is kept)."""
+        await self.ledger.close(hold, hold.amount if cost is None else min(cost, hold.amount),
+                                {"outcome": "settled" if cost is not None else "kept"})
