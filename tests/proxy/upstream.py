@@ -16,7 +16,9 @@ OpenAI-compatible servers do), writing its own default without it, `...-nodelta`
 streams Anthropic events whose message_delta carries no usage, `...-earlyusage` reports its usage
 before its output and never again (OpenAI: the prompt and 0 completion tokens in the first chunk;
 Anthropic: a message_delta of 1 output token before the first content block), `...-perbyte` bills a
-prompt token per UTF-8 byte of its text (a model named like OpenAI's behind another server).
+prompt token per UTF-8 byte of its text (a model named like OpenAI's behind another server), `...-toolcall`
+answers a chat completion (not streamed) that offers function tools and holds no `tool` message yet with a
+call of its first tool (arguments `{}`), billed as any reply of its cap is.
 
 On the Responses API, a request with function tools whose input holds no function call's output yet is
 answered with a call of its first tool (arguments `{}`), as a model that needs a tool's result does.
@@ -148,6 +150,10 @@ class Upstream:
         text = " ".join(["word"] * words)
         if protocol == "responses":
             return self._response(body, model, words, text, prompt, completion, cap)
+        if protocol == "openai" and model.endswith("-toolcall") and not body.get("stream"):
+            called = self._tool_call(body, model, choices, prompt, completion)
+            if called is not None:
+                return called
         if body.get("stream"):
             cut = model.endswith("-drop")
             maker = self._openai_events if protocol == "openai" else self._anthropic_events
@@ -168,6 +174,21 @@ class Upstream:
             "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if words == cap else "end_turn",
             "stop_sequence": None, "usage": {"input_tokens": prompt - written, "cache_creation_input_tokens": written,
                                              "output_tokens": completion},
+        })
+
+    @staticmethod
+    def _tool_call(body, model, choices, prompt, completion) -> Response | None:
+        """A chat completion calling the first function tool, where tools are offered and none has answered yet."""
+        tools = [tool for tool in body.get("tools") or () if tool.get("type") == "function"]
+        if not tools or any(message.get("role") == "tool" for message in body.get("messages") or ()):
+            return None
+        called = {"id": "call_1", "type": "function",
+                  "function": {"name": tools[0]["function"]["name"], "arguments": "{}"}}
+        return JSONResponse({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": i, "message": {"role": "assistant", "content": None, "tool_calls": [called]},
+                         "finish_reason": "tool_calls"} for i in range(choices)],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         })
 
     def _response(self, body, model, words, text, prompt, completion, cap) -> Response:
