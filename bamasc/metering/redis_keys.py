@@ -13,26 +13,36 @@ import json
 
 from bamasc.metering.keys import KeyPolicy, PolicyError, TeamPolicy, digest, new_secret, read_key, read_team
 
-# KEYS = keys, key-digests, teams; ARGV = name, digest, key JSON, team name ('' for none).
-_ADD_KEY = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'name' end
-if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 'secret' end
-if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[3], ARGV[4]) == 0 then return 'team' end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+# Every script takes the ledger's epoch key last among its KEYS and the epoch this proxy joined as ARGV[1], and
+# answers 'ledger' where they differ: keys are part of the ledger, and a lost ledger is never served from.
+_EPOCH = """
+if redis.call('GET', KEYS[#KEYS]) ~= ARGV[1] then return 'ledger' end
+"""
+# KEYS = keys, key-digests, teams; ARGV = epoch, name, digest, key JSON, team name ('' for none).
+_ADD_KEY = _EPOCH + """
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then return 'name' end
+if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return 'secret' end
+if ARGV[5] ~= '' and redis.call('HEXISTS', KEYS[3], ARGV[5]) == 0 then return 'team' end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[2])
 return 'ok'
 """
-# KEYS = keys, key-digests; ARGV = name.
-_REMOVE_KEY = """
-local found = redis.call('HGET', KEYS[1], ARGV[1])
+# KEYS = teams; ARGV = epoch, name, team JSON.
+_ADD_TEAM = _EPOCH + """
+return redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3])
+"""
+# KEYS = keys, key-digests; ARGV = epoch, name.
+_REMOVE_KEY = _EPOCH + """
+local found = redis.call('HGET', KEYS[1], ARGV[2])
 if not found then return 0 end
 redis.call('HDEL', KEYS[2], cjson.decode(found)['digest'])
-redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[1], ARGV[2])
 return 1
 """
-# KEYS = keys, key-digests, teams; ARGV = digest. The key's JSON and its team's ('' for none), or nothing.
+# KEYS = keys, key-digests, teams; ARGV = epoch, digest. The key's JSON and its team's ('' for none), or nothing.
 _KEY_OF = """
-local name = redis.call('HGET', KEYS[2], ARGV[1])
+if redis.call('GET', KEYS[#KEYS]) ~= ARGV[1] then return {'ledger'} end
+local name = redis.call('HGET', KEYS[2], ARGV[2])
 if not name then return {} end
 local found = redis.call('HGET', KEYS[1], name)
 if not found then return {} end
@@ -41,12 +51,12 @@ local team_json = ''
 if type(team) == 'string' then team_json = redis.call('HGET', KEYS[3], team) or '' end
 return {found, team_json}
 """
-# KEYS = keys, teams; ARGV = team name. Refused while a key names the team.
-_REMOVE_TEAM = """
+# KEYS = keys, teams; ARGV = epoch, team name. Refused while a key names the team.
+_REMOVE_TEAM = _EPOCH + """
 for _, found in ipairs(redis.call('HVALS', KEYS[1])) do
-  if cjson.decode(found)['key']['team'] == ARGV[1] then return 'keys' end
+  if cjson.decode(found)['key']['team'] == ARGV[2] then return 'keys' end
 end
-return redis.call('HDEL', KEYS[2], ARGV[1])
+return redis.call('HDEL', KEYS[2], ARGV[2])
 """
 
 
@@ -57,19 +67,24 @@ class RedisKeyStore:
         self.ledger = ledger  # a RedisLedger: its client, its prefix, its way of asking
         client = ledger.client
         self._keys = [f"{ledger.prefix}:keys", f"{ledger.prefix}:key-digests", f"{ledger.prefix}:teams"]
+        self._epoch_key = f"{ledger.prefix}:epoch"
         self._add_key = client.register_script(_ADD_KEY)
+        self._add_team = client.register_script(_ADD_TEAM)
         self._remove_key = client.register_script(_REMOVE_KEY)
         self._key_of = client.register_script(_KEY_OF)
         self._remove_team = client.register_script(_REMOVE_TEAM)
 
-    async def _ask(self, command):
-        return await self.ledger._ask(command)
+    async def _run(self, script, keys: list[str], *args):
+        """`script`'s answer, run against the ledger this proxy joined; a LedgerLost where that ledger is gone."""
+        answer = await self.ledger._ask(lambda: script(keys=[*keys, self._epoch_key], args=[self.ledger.epoch, *args]))
+        if answer == "ledger" or answer == ["ledger"]:
+            raise self.ledger._lost("-")
+        return answer
 
     async def add_key(self, policy: KeyPolicy, secret: str | None = None, journal: bool = True) -> str:
         secret = secret or new_secret()
         stored = json.dumps({"key": policy.as_json(), "digest": digest(secret)})
-        answer = await self._ask(lambda: self._add_key(keys=self._keys, args=[
-            policy.name, digest(secret), stored, policy.team or ""]))
+        answer = await self._run(self._add_key, self._keys, policy.name, digest(secret), stored, policy.team or "")
         if answer == "name":
             if not journal and await self.key(policy.name) == policy:
                 return secret  # a config's key, declared again by a proxy that joins: the same key
@@ -81,33 +96,32 @@ class RedisKeyStore:
         return secret
 
     async def add_team(self, policy: TeamPolicy, journal: bool = True) -> None:
-        created = await self._ask(lambda: self.ledger.client.hsetnx(self._keys[2], policy.name,
-                                                                    json.dumps(policy.as_json())))
+        created = await self._run(self._add_team, [self._keys[2]], policy.name, json.dumps(policy.as_json()))
         if not created and (journal or await self.team(policy.name) != policy):
             raise PolicyError(f"a team named {policy.name!r} exists already", "name")
 
     async def remove_key(self, name: str) -> bool:
-        return bool(await self._ask(lambda: self._remove_key(keys=self._keys[:2], args=[name])))
+        return bool(await self._run(self._remove_key, self._keys[:2], name))
 
     async def remove_team(self, name: str) -> bool:
-        answer = await self._ask(lambda: self._remove_team(keys=[self._keys[0], self._keys[2]], args=[name]))
+        answer = await self._run(self._remove_team, [self._keys[0], self._keys[2]], name)
         if answer == "keys":
             raise PolicyError(f"keys of team {name!r} remain: delete them first", "name")
         return bool(answer)
 
     async def key_of(self, secret: str) -> tuple[KeyPolicy, TeamPolicy | None] | None:
-        answer = await self._ask(lambda: self._key_of(keys=self._keys, args=[digest(secret)]))
+        answer = await self._run(self._key_of, self._keys, digest(secret))
         if not answer:
             return None
         stored = json.loads(answer[0])["key"]
         return _key(stored), read_team(json.loads(answer[1])) if answer[1] else None
 
     async def key(self, name: str) -> KeyPolicy | None:
-        found = await self._ask(lambda: self.ledger.client.hget(self._keys[0], name))
+        found = (await self.ledger._read(self._keys[0])).get(name)
         return None if found is None else _key(json.loads(found)["key"])
 
     async def team(self, name: str) -> TeamPolicy | None:
-        found = await self._ask(lambda: self.ledger.client.hget(self._keys[2], name))
+        found = (await self.ledger._read(self._keys[2])).get(name)
         return None if found is None else read_team(json.loads(found))
 
 

@@ -67,7 +67,11 @@ class Tasks:
 async def _key(request: Request, gate: Any):
     """The client key a request is sent with, and its team; a Problem (401) without a valid one."""
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    found = await gate.who(given.strip()) if gate is not None and scheme.lower() == "bearer" and given.strip() else None
+    try:
+        found = await gate.who(given.strip()) if gate is not None and scheme.lower() == "bearer" and given.strip() \
+            else None
+    except Refused as refused:  # the fleet's ledger is lost or out of reach: nothing is run until it is back
+        raise Problem(503, refused.error or refused.limit) from None
     if found is None:
         raise Problem(401, "a bearer token or client key is needed: Authorization: Bearer <token or key>")
     return found

@@ -356,8 +356,6 @@ def test_after_a_flushall_no_proxy_forwards_a_keyed_clients_call(fleet, upstream
     assert forwarded == 0 and all(status >= 400 for _, _, status in statuses), statuses
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: RedisKeyStore.key_of finds no key in a flushed Redis and the "
-                                       "proxy answers 401 (a bad key), not 503 (the ledger was lost)")
 def test_after_a_flushall_every_proxy_answers_503_to_a_keyed_client(fleet, upstream, redis_server):
     statuses, _ = _flush_under(fleet, upstream, redis_server)
     # An answering key too: a lost ledger is no spent budget; and a client told 401 would think its key revoked.
