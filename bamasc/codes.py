@@ -3,7 +3,8 @@
 SARIF rules use them, and docs/diagnostics.md has a section per code. Codes by
 stage: BAM0xx reading and parsing, BAM1xx declarations and attributes, BAM2xx
 models, roles and values, BAM3xx topologies and flows, BAM4xx systems and the
-budget floor, BAM5xx binding, BAM6xx tools and structured outputs.
+budget floor, BAM5xx binding, BAM6xx tools and structured outputs, BAM7xx the
+keys and teams of `bamasc proxy`.
 """
 
 from __future__ import annotations
@@ -91,4 +92,8 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM608": ("unused-tool-limit", "A role without tools gives `max_tool_rounds` or `max_tool_calls`."),
     "BAM609": ("provider-cannot-use-tools", "A system may seat a model whose provider cannot call tools or hold a reply to a schema in a role that needs it."),
     "BAM610": ("invalid-timeout", "A tool's timeout is not a positive number of seconds."),
+    "BAM701": ("unknown-team", "A key names a team that no `team` declaration declares."),
+    "BAM702": ("invalid-window", "A budget is not `window(amount, \"per\")` with a period of 30s, 1m, 1h, 1d, 7d or 1mo."),
+    "BAM703": ("duplicate-window", "A key or a team gives two budgets over the same period."),
+    "BAM704": ("shared-secret", "Two keys, or a key and a model's api_key, read their secret from the same environment variable."),
 }

@@ -40,7 +40,7 @@ INDENT = "  "
 _SCAN = re.compile(r'"""[\s\S]*?"""|"(?:[^"\\\n]|\\.)*"|(?://|#)[^\n]*')
 _GAP = re.compile(r"(?:\s+|(?://|#)[^\n]*)*")
 _HEADS = {"model_decl": "model", "role_decl": "role", "system_decl": "system", "topology_decl": "topology",
-          "tool_decl": "tool"}
+          "tool_decl": "tool", "key_decl": "key", "team_decl": "team"}
 
 
 class FormatError(Exception):

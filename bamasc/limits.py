@@ -11,8 +11,11 @@ from __future__ import annotations
 
 # USD per million tokens: $1 a token, a thousand times the dearest model sold today.
 MAX_PRICE = 1_000_000.0
-# µ$ per task, for `budget`, `budgets` and --budget: one million dollars.
+# µ$ per task, for `budget`, `budgets` and --budget, and per scope for a key's `scope_budget`: one million dollars.
 MAX_BUDGET = 1e12
+# µ$ per window, for a key's or a team's `budgets` (docs/language.md, "Keys and teams"): a billion dollars,
+# and every whole number of µ$ up to it is exact in a float.
+MAX_WINDOW_BUDGET = 1e15
 # Tokens, for max_output, context and task_tokens: ten million, beyond every context window.
 MAX_TOKENS = 10_000_000
 # Seats, for min_agents: more than any template that binds in reasonable time can seat.

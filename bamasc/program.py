@@ -12,6 +12,8 @@ from bamasc.syntax import ast
 
 NO_SPANS = MappingProxyType({})
 NO_TOOLS = MappingProxyType({})
+NO_KEYS = MappingProxyType({})
+NO_TEAMS = MappingProxyType({})
 
 READS = ("text", "answer", "verdict", "plan", "code")
 ANSWER_KINDS = ("number", "code", "boxed", "text", "json")  # json: the object a role with `output` replies
@@ -35,6 +37,12 @@ TOOL_KINDS = ("python", "mcp")
 DEFAULT_TOOL_TIMEOUT_S = 10.0
 DEFAULT_MAX_SPEC_TOKENS = 400  # a tool spec the source does not fix (an MCP tool's, or one derived from type hints)
 DEFAULT_MAX_TOOL_CALLS = 1
+
+# The periods of a key's or a team's budget windows (docs/language.md, "Keys and teams"): metering/windows.py's
+# PERIODS, which a test holds to the same list.
+WINDOW_PERIODS = ("30s", "1m", "1h", "1d", "7d", "1mo")
+# What `bamasc proxy` does with a key's call that its budgets cannot afford: refuse it, or answer it itself.
+KEY_ON_EXHAUSTED = ("refuse", "answer")
 
 
 @record
@@ -228,6 +236,40 @@ class System:
 
 
 @record
+class WindowBudget:
+    """`window(amount, "per")`: at most `amount` spent in each window of the period `per` (metering/windows.py)."""
+
+    amount: float  # µ$
+    per: str  # WINDOW_PERIODS
+
+
+@record
+class Team:
+    """A `team` declaration: budgets that every key naming the team spends from together."""
+
+    name: str
+    budgets: tuple[WindowBudget, ...]
+    span: Span
+    spans: dict[str, Span] = NO_SPANS
+
+
+@record
+class Key:
+    """A `key` declaration: a client key of `bamasc proxy`, what it may call and what it may spend."""
+
+    name: str
+    secret_env: str  # the environment variable that holds the key's secret ("" only in a program with errors)
+    team: str | None  # the team whose budgets it also spends from
+    scope_budget: float | None  # µ$: the most one scope (X-Bamasc-Task) of its requests may have; None: no ceiling
+    budgets: tuple[WindowBudget, ...]  # its own windows
+    models: tuple[str, ...]  # the models it may call, by their names in the file; (): every model
+    on_exhausted: str  # KEY_ON_EXHAUSTED
+    span: Span
+    spans: dict[str, Span] = NO_SPANS
+    item_spans: dict[str, tuple[Span, ...]] = NO_SPANS  # "models": the span of each name
+
+
+@record
 class Program:
     """Everything declared across the root file and its imports, by name, in source order."""
 
@@ -238,3 +280,5 @@ class Program:
     root_files: tuple[str, ...]
     source_texts: dict[str, str]  # every file the program was built from, as read (its bytes: `.encode()`)
     tools: dict[str, Tool] = NO_TOOLS  # `tool` declarations by name
+    teams: dict[str, Team] = NO_TEAMS  # `team` declarations by name (bamasc proxy's budgets)
+    keys: dict[str, Key] = NO_KEYS  # `key` declarations by name (bamasc proxy's client keys)

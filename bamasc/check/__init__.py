@@ -6,6 +6,7 @@ from bamasc.check.caps import check_caps
 from bamasc.check.latency import check_deadlines
 from bamasc.check.catalog_prices import check_catalog_prices
 from bamasc.check.flow_roles import check_flow_roles
+from bamasc.check.keys import check_keys, read_key, read_team
 from bamasc.check.models import read_model
 from bamasc.program import Program
 from bamasc.check.prompts import check_prompts
@@ -25,10 +26,15 @@ _READERS = {
     ast.TopologyDecl: ("topology", "topologies", read_topology),
     ast.SystemDecl: ("system", "systems", read_system),
     ast.ToolDecl: ("tool", "tools", read_tool),
+    ast.TeamDecl: ("team", "teams", read_team),
+    ast.KeyDecl: ("key", "keys", read_key),
 }
 
 # Passes over a program whose declarations all resolved; each returns diagnostics.
-PASSES = (check_references, check_sizes, check_deadlines, check_catalog_prices, check_flow_roles, check_tool_providers)
+PASSES = (
+    check_references, check_sizes, check_deadlines, check_catalog_prices, check_flow_roles, check_tool_providers,
+    check_keys,
+)
 # Passes that need a program free of errors (they compute with its values).
 COMPUTING_PASSES = (check_caps,)
 
@@ -36,7 +42,7 @@ COMPUTING_PASSES = (check_caps,)
 def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
     """The typed program and every problem found in it (all of them, not the first)."""
     diagnostics: list[Diagnostic] = []
-    tables: dict[str, dict] = {"models": {}, "roles": {}, "topologies": {}, "systems": {}, "tools": {}}
+    tables: dict[str, dict] = {table: {} for _, table, _ in _READERS.values()}
     first_spans: dict[tuple[str, str], ast.Declaration] = {}
     for module in loaded.modules.values():
         for decl in module.declarations:
@@ -64,6 +70,8 @@ def check(loaded: Loaded) -> tuple[Program, list[Diagnostic]]:
         root_files=tuple(loaded.roots),
         source_texts=dict(loaded.texts),
         tools=tables["tools"],
+        teams=tables["teams"],
+        keys=tables["keys"],
     )
     for run in PASSES:
         diagnostics.extend(run(program))

@@ -6,6 +6,7 @@ import re
 
 from bamasc.check.attributes import Attributes, out_of_range, shown
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
+from bamasc.check.env import env_secret
 from bamasc.check.latency import read_latency
 from bamasc.check.prices import read_price
 from bamasc.check.rate_limit import read_rate_limit
@@ -18,8 +19,7 @@ from bamasc.secrets import looks_like_key
 from bamasc.source import Span
 from bamasc.syntax import ast
 
-# What a shell can export: the names env() may take.
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+API_KEY_EXAMPLE = 'api_key = env("PROVIDER_API_KEY")'
 # `scheme://userinfo@`: a user name or password written into the URL.
 USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]*)@")
 
@@ -44,7 +44,7 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         price_output=pricing.output,
         tier=_tier(attrs, diagnostics),
         base_url=_base_url(attrs, diagnostics),
-        api_key_env=_api_key(attrs, diagnostics),
+        api_key_env=env_secret(attrs, "api_key", API_KEY_EXAMPLE, diagnostics),
         max_output=attrs.token_count("max_output"),
         context=attrs.token_count("context"),
         tokenizer=_tokenizer(attrs, provider, diagnostics),
@@ -102,53 +102,6 @@ def _tier(attrs: Attributes, diagnostics) -> int:
         diagnostics.append(out_of_range("tier", number, MAX_TIER))
         return 1
     return int(number.value)
-
-
-def _api_key(attrs: Attributes, diagnostics) -> str | None:
-    value = attrs.value("api_key")
-    if value is None:
-        return None
-    if isinstance(value, ast.Call) and value.func == "env" and len(value.args) == 1 and isinstance(value.args[0], ast.String):
-        return _env_name(value.args[0], diagnostics)
-    if isinstance(value, ast.String):
-        diagnostics.append(
-            error(
-                "BAM205",
-                "api_key is written into the source; keys belong in the environment",
-                value.span,
-                hint='write `api_key = env("PROVIDER_API_KEY")` and export the key in that variable',
-                redact=(value.span,),
-            )
-        )
-        return None
-    diagnostics.append(error("BAM108", 'api_key must be `env("VAR")`', value.span))
-    return None
-
-
-def _env_name(name: ast.String, diagnostics) -> str | None:
-    """The variable `env("...")` names; a key pasted in its place is reported without being repeated."""
-    pasted = looks_like_key(name.value) or _random_looking(name.value)
-    if ENV_NAME.fullmatch(name.value) and not pasted:
-        return name.value
-    diagnostics.append(
-        error(
-            "BAM211",
-            "env() is given what looks like an API key, not the name of the variable that holds it"
-            if pasted
-            else "env() takes the name of an environment variable: letters, digits and '_', not starting with a digit",
-            name.span,
-            hint='write `api_key = env("PROVIDER_API_KEY")` and export the key in that variable',
-            # Whatever was written may be a key, so no excerpt shows it.
-            redact=(name.span,),
-        )
-    )
-    return None
-
-
-def _random_looking(name: str) -> bool:
-    """32 characters or more of letters and digits in one run, with lower case among them: a key in no
-    known format (a hex or base-62 token). A variable name, even a long lower-case one, has words and '_'."""
-    return len(name) >= 32 and name.isalnum() and any(ch.islower() for ch in name) and any(ch.isdigit() for ch in name)
 
 
 def _base_url(attrs: Attributes, diagnostics) -> str | None:

@@ -49,7 +49,7 @@ from bamasc.combinators import chain, dynamic, parallel, refine, vote
 from bamasc.combinators.requests import EVERY, Card, Decision, FlowValue, steps_value, Note, Seats, Walk, one, seat_decision
 from bamasc.combinators.base import read_cards, register, site, verdict
 from bamasc.records import replace
-from bamasc.syntax import ast
+from bamasc.syntax import ast, reference_forms
 
 LINEAR_MOST = 3  # the reference's linear template runs at most three executors
 STAR_MOST = 3  # parts of a star's task
@@ -268,7 +268,7 @@ def _reference(decision: Decision, run):
 
 
 class ReferenceChain(chain.Chain):
-    node = ast.ReferenceChain
+    node = reference_forms.ReferenceChain
     padded = False
     decisions = {"task": _reference}
 
@@ -281,7 +281,7 @@ class ReferenceChain(chain.Chain):
 
 
 class ReferenceParallel(parallel.Parallel):
-    node = ast.ReferenceParallel
+    node = reference_forms.ReferenceParallel
     padded = False
     decisions = {"task": _reference}
 
@@ -293,7 +293,7 @@ class ReferenceParallel(parallel.Parallel):
 
 
 class ReferenceVote(vote.Vote):
-    node = ast.ReferenceVote
+    node = reference_forms.ReferenceVote
     padded = False
     decisions = {"reference vote": _reference}
 
@@ -302,7 +302,7 @@ class ReferenceVote(vote.Vote):
 
 
 class ReferenceRefine(refine.Refine):
-    node = ast.ReferenceRefine
+    node = reference_forms.ReferenceRefine
     decisions = {"approved": verdict}
 
     def walk(self, walker, node):
@@ -317,7 +317,7 @@ class ReferenceRefine(refine.Refine):
 
 
 class ReferenceDynamic(dynamic.Dynamic):
-    node = ast.ReferenceDynamic
+    node = reference_forms.ReferenceDynamic
     decisions = {"steps": read_cards, "seat": read_cards, "reads": read_cards}
 
     def walk(self, walker, node):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from bamasc.check.keys import KEY_ATTRIBUTES, TEAM_ATTRIBUTES
 from bamasc.check.models import MODEL_ATTRIBUTES
 from bamasc.check.prompts import BUILTIN_PLACEHOLDERS
 from bamasc.check.roles import ROLE_ATTRIBUTES
@@ -11,25 +12,30 @@ from bamasc.check.systems import REWARD_ATTRIBUTES, SYSTEM_ATTRIBUTES
 from bamasc.check.tools import TOOL_ATTRIBUTES
 from bamasc.check.topologies import FLOW_INPUTS
 from bamasc.combinators import combinator_of
-from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, OBJECTIVES, ON_EXHAUSTED, READS, SELECTIONS
+from bamasc.program import ANSWER_KINDS, BUDGET_CHECKS, KEY_ON_EXHAUSTED, OBJECTIVES, ON_EXHAUSTED, READS, SELECTIONS
 from bamasc.provider_registry import names as provider_names
 from bamasc.records import record
 from bamasc.syntax import ast
 from bamasc.syntax.parser import TOP_KEYWORDS
 
-DECLARATIONS = ("model", "role", "topology", "system", "tool")
+DECLARATIONS = ("model", "role", "topology", "system", "tool", "key", "team")
 # The words that start an item of a topology and the flow combinators (tests check each is a keyword of the grammar).
 TOPOLOGY_ITEMS = ("slot", "require", "flow")
 COMBINATORS = ("chain", "parallel", "vote", "refine", "plan", "converse", "route", "reference")
 # What `reference` may precede (docs/language.md, "`reference` combinators").
 REFERENCED = ("chain", "parallel", "vote", "refine", "plan")
 BLOCKS = {"price": ("input", "output"), "reward": REWARD_ATTRIBUTES}
-ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES, "tool": TOOL_ATTRIBUTES}
+ATTRIBUTES = {"model": MODEL_ATTRIBUTES, "role": ROLE_ATTRIBUTES, "system": SYSTEM_ATTRIBUTES, "tool": TOOL_ATTRIBUTES,
+              "key": KEY_ATTRIBUTES, "team": TEAM_ATTRIBUTES}
 CHOICES = {
     "reads": READS, "answer": ANSWER_KINDS, "select": SELECTIONS, "on_exhausted": ON_EXHAUSTED,
     "budget_check": BUDGET_CHECKS, "objective": OBJECTIVES,
 }
+# Where one declaration's attribute of the same name takes other values than CHOICES lists.
+OWN_CHOICES = {("key", "on_exhausted"): KEY_ON_EXHAUSTED}
 LISTS = {"models": "model", "topologies": "topology", "tools": "tool"}
+# Attributes whose value is read from the environment.
+SECRETS = {"api_key": "the environment variable that holds the key", "secret": "the environment variable that holds the key's secret"}
 
 _TOKEN = re.compile(
     r'(?P<comment>(?://|\#)[^\n]*)'
@@ -115,7 +121,7 @@ def _items(frame: _Frame, tokens, names) -> list[Item]:
             attribute = frame.opened[-1]
             return names.of(LISTS[attribute]) if attribute in LISTS else []
         if previous == "=":
-            return _values(before, names)
+            return _values(frame.kind, before, names)
         return [Item(name, "attribute", f"{frame.kind} attribute") for name in ATTRIBUTES[frame.kind]]
     if frame.kind == "block":
         if previous == "=":
@@ -152,14 +158,17 @@ def _keywords(words) -> list[Item]:
     return [Item(word, "keyword") for word in words]
 
 
-def _values(attribute: str, names) -> list[Item]:
-    choices = provider_names() if attribute == "provider" else CHOICES.get(attribute)  # providers: as registered now
+def _values(declaration: str, attribute: str, names) -> list[Item]:
+    own = OWN_CHOICES.get((declaration, attribute), CHOICES.get(attribute))
+    choices = provider_names() if attribute == "provider" else own  # providers: as registered now
     if choices is not None:
         return [Item(value, "value", attribute) for value in choices]
     if attribute in LISTS:
         return [Item("[]", "value", f"a list of {attribute}")]
-    if attribute == "api_key":
-        return [Item('env("")', "value", "the environment variable that holds the key")]
+    if (declaration, attribute) == ("key", "team"):
+        return names.of("team")
+    if attribute in SECRETS:
+        return [Item('env("")', "value", SECRETS[attribute])]
     return []
 
 

@@ -20,6 +20,8 @@ SYMBOL_KINDS = {
     "topology": types.SymbolKind.Module,
     "system": types.SymbolKind.Package,
     "tool": types.SymbolKind.Function,
+    "key": types.SymbolKind.Key,
+    "team": types.SymbolKind.Namespace,
     "slot": types.SymbolKind.Field,
     "flow": types.SymbolKind.Variable,
 }
@@ -33,6 +35,8 @@ COMPLETION_KINDS = {
     "topology": types.CompletionItemKind.Module,
     "system": types.CompletionItemKind.Module,
     "tool": types.CompletionItemKind.Function,
+    "key": types.CompletionItemKind.Constant,
+    "team": types.CompletionItemKind.Struct,
     "slot": types.CompletionItemKind.Field,
     "flow": types.CompletionItemKind.Variable,
 }

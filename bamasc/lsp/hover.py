@@ -22,6 +22,10 @@ def hover_text(analysis, occurrence: Occurrence, bound_state: tuple[str, object]
         return _role(program.roles[name])
     if kind == "tool" and name in program.tools:
         return _tool(program.tools[name])
+    if kind == "key" and name in program.keys:
+        return _key(program.keys[name])
+    if kind == "team" and name in program.teams:
+        return _team(program.teams[name], [key.name for key in program.keys.values() if key.team == name])
     if kind == "slot" and occurrence.scope in program.topologies:
         slot = program.topologies[occurrence.scope].slot(name)
         if slot is None:
@@ -80,6 +84,35 @@ def _tool(tool) -> str:
         rows.append(f"- {tool.description}")
     rows.append(f"- results cut to {tool.max_result} tokens; timeout {tool.timeout_s:g} s; {tool.price:g} µ$ per call")
     return "\n".join(rows)
+
+
+def _key(key) -> str:
+    rows = [f"**key** `{key.name}` of `bamasc proxy`: its secret from `${key.secret_env}`", ""]
+    if key.team is not None:
+        rows.append(f"- team: `{key.team}`")
+    if key.scope_budget is not None:
+        rows.append(f"- per scope: {_dollars(key.scope_budget)}")
+    rows.append(f"- budgets: {_windows(key.budgets)}")
+    rows.append(f"- models: {', '.join(f'`{m}`' for m in key.models) or 'every model'}")
+    rows.append(f"- when a budget is spent: {key.on_exhausted}")
+    return "\n".join(rows)
+
+
+def _team(team, keys: list[str]) -> str:
+    return "\n".join([
+        f"**team** `{team.name}` of `bamasc proxy`",
+        "",
+        f"- budgets: {_windows(team.budgets)}",
+        f"- keys: {', '.join(f'`{k}`' for k in keys) or 'none'}",
+    ])
+
+
+def _windows(budgets) -> str:
+    return ", ".join(f"{_dollars(budget.amount)} per {budget.per}" for budget in budgets) or "none"
+
+
+def _dollars(micro_usd: float) -> str:
+    return f"${micro_usd / 1_000_000:,.6g}"
 
 
 def _topology(topology) -> str:

@@ -8,14 +8,14 @@ from bamasc.source import Span
 from bamasc.syntax import ast
 
 # Kinds whose names are shared by every file of a program; slots and flow names live in their topology.
-GLOBAL_KINDS = ("model", "role", "topology", "system", "tool")
+GLOBAL_KINDS = ("model", "role", "topology", "system", "tool", "key", "team")
 
 
 @record
 class Occurrence:
     """One place a name is written: its declaration (`declares`) or a use of it."""
 
-    kind: str  # model | role | topology | system | tool | slot | flow
+    kind: str  # model | role | topology | system | tool | key | team | slot | flow
     name: str
     scope: str  # the topology of a slot or flow name; "" for the others
     span: Span
@@ -71,6 +71,23 @@ def _occurrences(module: ast.Module) -> list[Occurrence]:
                     )
         elif isinstance(decl, ast.TopologyDecl):
             found.extend(_topology(decl))
+        elif isinstance(decl, ast.TeamDecl):
+            found.append(Occurrence("team", decl.name, "", decl.name_span, True))
+        elif isinstance(decl, ast.KeyDecl):
+            found.append(Occurrence("key", decl.name, "", decl.name_span, True))
+            found.extend(_key_uses(decl))
+    return found
+
+
+def _key_uses(decl: ast.KeyDecl) -> list[Occurrence]:
+    """The team and the models a key names (`team = cx`, `models = [mini]` or `models = mini`)."""
+    found = []
+    for item in decl.attrs:
+        kind = {"team": "team", "models": "model"}.get(item.name)
+        if kind is None or not isinstance(item, ast.Attr):
+            continue
+        values = item.value.items if isinstance(item.value, ast.ListValue) else (item.value,)
+        found.extend(Occurrence(kind, v.name, "", v.span, False) for v in values if isinstance(v, ast.Ident))
     return found
 
 

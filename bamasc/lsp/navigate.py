@@ -20,7 +20,7 @@ class RenameError(Exception):
 @record
 class Symbol:
     name: str
-    kind: str  # model | role | topology | system | slot | flow
+    kind: str  # model | role | topology | system | tool | key | team | slot | flow
     span: Span  # the whole declaration
     name_span: Span
     children: tuple[Symbol, ...] = ()
@@ -80,7 +80,7 @@ def document_symbols(module: ast.Module) -> list[Symbol]:
     found = []
     for decl in module.declarations:
         kind = {ast.ModelDecl: "model", ast.RoleDecl: "role", ast.SystemDecl: "system", ast.TopologyDecl: "topology",
-                ast.ToolDecl: "tool"}[type(decl)]
+                ast.ToolDecl: "tool", ast.KeyDecl: "key", ast.TeamDecl: "team"}[type(decl)]
         children = ()
         if isinstance(decl, ast.TopologyDecl):
             children = tuple(Symbol(s.name, "slot", s.span, s.name_span) for s in decl.slots) + tuple(

@@ -111,37 +111,40 @@ class Import:
 
 
 @record
-class ModelDecl:
+class AttributedDecl:
+    """A declaration written `WORD NAME { attributes }`; each kind is a subclass, told apart by its exact class."""
+
     name: str
     attrs: tuple[Attr | Block, ...]
     span: Span
     name_span: Span
 
 
-@record
-class RoleDecl:
-    name: str
-    attrs: tuple[Attr | Block, ...]
-    span: Span
-    name_span: Span
+class ModelDecl(AttributedDecl):
+    __slots__ = ()
 
 
-@record
-class SystemDecl:
-    name: str
-    attrs: tuple[Attr | Block, ...]
-    span: Span
-    name_span: Span
+class RoleDecl(AttributedDecl):
+    __slots__ = ()
 
 
-@record
-class ToolDecl:
+class SystemDecl(AttributedDecl):
+    __slots__ = ()
+
+
+class ToolDecl(AttributedDecl):
     """`tool NAME { python = "module:name" ... }` or `tool NAME { mcp = "command" ... }`."""
+    __slots__ = ()
 
-    name: str
-    attrs: tuple[Attr | Block, ...]
-    span: Span
-    name_span: Span
+
+class KeyDecl(AttributedDecl):
+    """`key NAME { secret = env("VAR") ... }`: a client key of `bamasc proxy` and its budgets."""
+    __slots__ = ()
+
+
+class TeamDecl(AttributedDecl):
+    """`team NAME { budgets = [...] }`: budgets that the keys naming the team share."""
+    __slots__ = ()
 
 
 # ---------------------------------------------------------------- topologies
@@ -215,21 +218,21 @@ class Ref:
 class Chain:
     call: SlotCall
     span: Span
-    reference = False  # a class attribute, not a field: True on the `reference` forms below
+    reference = False  # a class attribute, not a field: True on the `reference` forms (syntax/reference_forms.py)
 
 
 @record
 class Parallel:
     call: SlotCall
     span: Span
-    reference = False  # a class attribute, not a field: True on the `reference` forms below
+    reference = False  # a class attribute, not a field: True on the `reference` forms (syntax/reference_forms.py)
 
 
 @record
 class Vote:
     drafts: Ident
     span: Span
-    reference = False  # a class attribute, not a field: True on the `reference` forms below
+    reference = False  # a class attribute, not a field: True on the `reference` forms (syntax/reference_forms.py)
 
 
 @record
@@ -346,7 +349,7 @@ class TopologyDecl:
     name_span: Span
 
 
-Declaration = ModelDecl | RoleDecl | TopologyDecl | SystemDecl | ToolDecl
+Declaration = ModelDecl | RoleDecl | TopologyDecl | SystemDecl | ToolDecl | KeyDecl | TeamDecl
 
 
 @record
@@ -356,45 +359,3 @@ class Module:
     path: str
     imports: tuple[Import, ...]
     declarations: tuple[Declaration, ...]
-
-
-# ---- `reference` combinators (combinators/reference.py): subclasses, so a pass reads them as the plain ones.
-
-
-class ReferenceChain(Chain):
-    """`reference chain executor(task)`: the reference's linear template."""
-    __slots__ = ()
-    reference = True
-
-
-class ReferenceParallel(Parallel):
-    """`reference parallel executor(task)`: the reference's star, one part per call."""
-    __slots__ = ()
-    reference = True
-
-
-class ReferenceVote(Vote):
-    """`reference vote(parts)`: the reference's aggregation."""
-    __slots__ = ()
-    reference = True
-
-
-class ReferenceRefine(Refine):
-    """`reference refine executor(task) with critic until approved`: the reference's feedback loop."""
-    __slots__ = ()
-    reference = True
-
-
-class ReferenceDynamic(Dynamic):
-    """`reference plan planner(task) using executor max_steps n dynamic`: the reference's planner."""
-    __slots__ = ()
-    reference = True
-
-
-REFERENCE_FORMS = {c.__base__: c for c in (ReferenceChain, ReferenceParallel, ReferenceVote, ReferenceRefine, ReferenceDynamic)}
-
-
-def as_reference(node, span: Span):
-    """`node`, a combinator the grammar allows after `reference`, as its reference form spanning `span`."""
-    fields = {name: getattr(node, name) for name in type(node).__record_fields__}
-    return REFERENCE_FORMS[type(node)](**{**fields, "span": span})

@@ -9,7 +9,7 @@ from bamasc.syntax import ast
 from bamasc.syntax.lalr import END, Node, ParseFailure, Token, load_tables, parse
 from bamasc.syntax.transform import Transformer
 
-TOP_KEYWORDS = ("import", "model", "role", "topology", "system", "tool")
+TOP_KEYWORDS = ("import", "model", "role", "topology", "system", "tool", "key", "team")
 _CLOSERS = {"{": "}", "[": "]", "(": ")"}
 
 # How the expected-token list reads to a user.
@@ -195,7 +195,7 @@ def _construct(opener: Token, stack: list) -> str:
     index = next(i for i, item in enumerate(stack) if item is opener)
     before = [item for item in stack[:index] if isinstance(item, Token)][-2:]
     if opener.value == "{":
-        if len(before) == 2 and before[0].value in ("model", "role", "topology", "system", "tool") and before[0].type != "NAME":
+        if len(before) == 2 and before[0].value in TOP_KEYWORDS[1:] and before[0].type != "NAME":
             return f"{before[0].value} block '{before[1].value}'"
         if before and before[-1].type in ("FLOW", "NAME"):
             return f"{before[-1].value} block"

@@ -7,6 +7,7 @@ import re
 from bamasc.source import Span
 from bamasc.syntax import ast, forms
 from bamasc.syntax.lalr import Node, Token
+from bamasc.syntax.reference_forms import as_reference
 
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "/": "/"}
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
@@ -83,6 +84,12 @@ class Transformer:
 
     def tool_decl(self, node, children):
         return self._attributed(ast.ToolDecl, node, children)
+
+    def key_decl(self, node, children):
+        return self._attributed(ast.KeyDecl, node, children)
+
+    def team_decl(self, node, children):
+        return self._attributed(ast.TeamDecl, node, children)
 
     def block(self, node, children):
         return self._attributed(ast.Block, node, children)
@@ -231,7 +238,7 @@ class Transformer:
 
     def reference(self, node, children):
         # `reference chain ...` is the inner combinator, run as the reference's engine runs it.
-        return ast.as_reference(self.visit(children[0]), self.span(node))
+        return as_reference(self.visit(children[0]), self.span(node))
 
     def converse(self, node, children):
         calls = [self.visit(c) for c in children if c.data == "slot_call"]

@@ -41,6 +41,15 @@ topology t {
   }
 }
 """,
+    "keys-and-teams": """
+team cx { budgets = [window($50, "1d"), window(1_000 µ$, "1mo"),] }
+key support_bot {
+  secret = env("SUPPORT_BOT_KEY")  team = cx  scope_budget = $0.05
+  budgets = window($20, "1d")  models = [mini]  on_exhausted = answer
+}
+team team { }
+key key { team = team }
+""",
     "conversations": """
 topology t {
   slot a : A [1..2]  slot b : B [0..1]
@@ -139,3 +148,18 @@ def test_ast_records_are_frozen_comparable_and_picklable():
     assert pickle.loads(pickle.dumps(module)) == module
     assert hash(decl.name_span) == hash(pickle.loads(pickle.dumps(decl.name_span)))
     assert decl != module.declarations[1]
+
+
+def test_keys_and_teams_are_declarations_of_their_own_kind():
+    module, diagnostics = parse_source(SourceFile("k.bam", EXTRA_SOURCES["keys-and-teams"]))
+    assert not diagnostics
+    assert [type(decl).__name__ for decl in module.declarations] == ["TeamDecl", "KeyDecl", "TeamDecl", "KeyDecl"]
+    team, key, _, named_key = module.declarations
+    assert [attr.name for attr in key.attrs] == ["secret", "team", "scope_budget", "budgets", "models", "on_exhausted"]
+    window = team.attrs[0].value.items[0]
+    assert (window.func, window.args[0].micro_usd, window.args[1].value) == ("window", 50_000_000, "1d")
+    assert (key.name_span.line, key.name_span.col, key.name_span.end_col) == (3, 5, 16)
+    # `key` and `team` are keywords only where a declaration starts: here they are names.
+    assert (named_key.name, named_key.attrs[0].name, named_key.attrs[0].value.name) == ("key", "team", "team")
+    # A key and a team with one name are still two different nodes.
+    assert ast.KeyDecl("x", (), key.span, key.name_span) != ast.TeamDecl("x", (), key.span, key.name_span)
