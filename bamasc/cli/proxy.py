@@ -51,8 +51,9 @@ def add_parser(commands) -> None:
                        help="the environment variable holding the admin token: enables /v1/admin/ (keys and teams, "
                             "their budgets and windows), which takes that token only")
     proxy.add_argument("--keys", metavar="JSONL",
-                       help="without --redis: the journal of the keys and teams made through /v1/admin/ (each "
-                            "change appended; a restart replays it); with --redis they live in Redis")
+                       help="the journal of the keys and teams made through /v1/admin/ (each change appended): "
+                            "without --redis, a restart replays it; with --redis, where they live, --new-ledger "
+                            "makes them again after Redis lost them")
     proxy.add_argument("--max-body", type=cli_args.positive, default=32 << 20, metavar="BYTES",
                        help="largest request body read (default 32 MiB); a larger one gets 413")
     proxy.add_argument("--max-connections", type=cli_args.positive, default=1024, metavar="N",
@@ -96,9 +97,6 @@ def run(args) -> int:
             output.usage(report, "--admin-token-env and --token-env hold the same token: the admin token must be "
                                  "its own")
     if report.return_code:
-        return report.return_code
-    if args.keys and args.redis:
-        output.usage(report, "--keys is the journal of a proxy without --redis: with --redis, keys live in Redis")
         return report.return_code
     if (args.new_ledger or args.fold_trace) and not args.redis:
         output.usage(report, "--new-ledger and --fold-trace need --redis (a local ledger is its own --trace)")
@@ -187,8 +185,14 @@ def _ledger(report: Report, args):
 def _key_store(report: Report, args, ledger):
     """The store of client keys: in Redis with the ledger, else this process's (journaled to --keys)."""
     if args.redis:
-        from bamasc.metering.redis_keys import RedisKeyStore
+        from bamasc.metering.redis_keys import JournaledKeys, RedisKeyStore
 
+        if args.keys:
+            try:
+                return JournaledKeys(RedisKeyStore(ledger), args.keys)
+            except (OSError, ValueError) as problem:
+                output.failure(report, f"--keys {args.keys}: {problem}")
+                return None
         return RedisKeyStore(ledger)
     from bamasc.metering.keys import KeyStore
 
@@ -219,6 +223,10 @@ async def _serve(app, ledger, listen, sock, max_connections: int, request_s: flo
     protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, MAX_HEAD, request_s))
 
     await ledger.open()
+    if settings.keys is not None and getattr(ledger, "create", False) and hasattr(settings.keys, "restore"):
+        made = await settings.keys.restore()  # a new ledger: the keys and teams this proxy's journal holds
+        if made:
+            say(f"made again {made} key(s) and team(s) of the --keys journal in the new ledger", "proxy")
     if settings.keys is not None:
         await _declare(settings)
     if getattr(ledger, "folded", 0):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from bamasc.metering.keys import KeyPolicy, PolicyError, TeamPolicy, digest, new_secret, read_key, read_team
+from bamasc.metering.keys import KeyPolicy, KeyStore, PolicyError, TeamPolicy, digest, new_secret, read_key, read_team
 
 # Every script takes the ledger's epoch key last among its KEYS and the epoch this proxy joined as ARGV[1], and
 # answers 'ledger' where they differ: keys are part of the ledger, and a lost ledger is never served from.
@@ -83,17 +83,21 @@ class RedisKeyStore:
 
     async def add_key(self, policy: KeyPolicy, secret: str | None = None, journal: bool = True) -> str:
         secret = secret or new_secret()
-        stored = json.dumps({"key": policy.as_json(), "digest": digest(secret)})
-        answer = await self._run(self._add_key, self._keys, policy.name, digest(secret), stored, policy.team or "")
+        await self.restore_key(policy, digest(secret), journal)
+        return secret
+
+    async def restore_key(self, policy: KeyPolicy, key_digest: str, journal: bool = False) -> None:
+        """Store `policy` under the digest of its secret (a journal's, after a loss: the secret is never kept)."""
+        stored = json.dumps({"key": policy.as_json(), "digest": key_digest})
+        answer = await self._run(self._add_key, self._keys, policy.name, key_digest, stored, policy.team or "")
         if answer == "name":
             if not journal and await self.key(policy.name) == policy:
-                return secret  # a config's key, declared again by a proxy that joins: the same key
+                return  # a config's key, declared again by a proxy that joins: the same key
             raise PolicyError(f"a key named {policy.name!r} exists already", "name")
         if answer == "secret":
             raise PolicyError("another key has that secret", "secret")
         if answer == "team":
             raise PolicyError(f"no team named {policy.team!r}: make it first", "team")
-        return secret
 
     async def add_team(self, policy: TeamPolicy, journal: bool = True) -> None:
         created = await self._run(self._add_team, [self._keys[2]], policy.name, json.dumps(policy.as_json()))
@@ -128,3 +132,54 @@ class RedisKeyStore:
 def _key(stored: dict) -> KeyPolicy:
     return read_key(stored, set(stored.get("models") or []))
 
+
+class JournaledKeys:
+    """A fleet's key store whose changes made through this proxy are also journaled (`--keys` with `--redis`), so
+    a ledger started anew after Redis lost its data (`--new-ledger`) makes them again (`restore`)."""
+
+    def __init__(self, store: RedisKeyStore, path: str):
+        self.store = store
+        self.journal = KeyStore(path, strict=False)  # replays the journal: what this proxy's admin made, not deleted
+
+    async def restore(self) -> int:
+        """Make again every team and key of the journal that the store lacks; returns how many were."""
+        made = 0
+        for team in self.journal.teams.values():
+            if await self.store.team(team.name) is None:
+                await self.store.add_team(team, journal=False)
+                made += 1
+        for policy, key_digest in self.journal.keys.values():
+            if await self.store.key(policy.name) is None:
+                await self.store.restore_key(policy, key_digest)
+                made += 1
+        return made
+
+    async def add_key(self, policy: KeyPolicy, secret: str | None = None, journal: bool = True) -> str:
+        secret = await self.store.add_key(policy, secret, journal)
+        if journal:
+            await self.journal.add_key(policy, secret)
+        return secret
+
+    async def add_team(self, policy: TeamPolicy, journal: bool = True) -> None:
+        await self.store.add_team(policy, journal)
+        if journal:
+            await self.journal.add_team(policy)
+
+    async def remove_key(self, name: str) -> bool:
+        removed = await self.store.remove_key(name)
+        await self.journal.remove_key(name)
+        return removed
+
+    async def remove_team(self, name: str) -> bool:
+        removed = await self.store.remove_team(name)
+        await self.journal.remove_team(name)
+        return removed
+
+    async def key_of(self, secret: str):
+        return await self.store.key_of(secret)
+
+    async def key(self, name: str):
+        return await self.store.key(name)
+
+    async def team(self, name: str):
+        return await self.store.team(name)
