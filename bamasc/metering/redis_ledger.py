@@ -160,6 +160,8 @@ def lost_runs(paths: list[str], epoch: str) -> list[RunSpend]:
             spent_under, kind, scope = data.get("epoch"), data.get("type"), data["task_id"]
             if spent_under == epoch or kind not in ("reserve", "call", "budget"):
                 continue
+            if kind == "call" and data.get("id") is None and not data.get("charged"):
+                continue  # a refused call (a `skipped` line): nothing was held or spent
             run = data.get("run") if kind == "budget" else str(data.get("id")).rsplit(".", 1)[0]
             member = f"{spent_under if isinstance(spent_under, str) else ''}/{run}"
             if kind == "reserve":

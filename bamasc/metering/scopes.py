@@ -55,3 +55,19 @@ class ScopeLink(Admission):
 def _status(attempt: Attempt) -> int | None:
     """The HTTP status the upstream answered with (None: no answer came)."""
     return getattr(attempt.reply, "status", None)
+
+
+class RefusalLines:
+    """The trace's line for a call its scope's chain refused (the chain's `refused` event): nothing was reserved,
+    sent or charged, and `error` says which limit ran out, so an operator can count how often scopes hit a cap."""
+
+    def __init__(self, ledger, scope: str) -> None:
+        self.ledger, self.scope = ledger, scope
+
+    def __call__(self, event: str, attempt: Attempt) -> None:
+        if event == "refused":
+            epoch = getattr(self.ledger, "epoch", None)  # a shared ledger's lines name the ledger they were under
+            self.ledger.trace.call({"task_id": self.scope, "model": attempt.model.name,
+                                    "prompt_tokens": attempt.prompt_tokens, "completion_tokens": 0, "reserved": 0.0,
+                                    "charged": 0.0, "skipped": True, "outcome": "refused", "error": attempt.error,
+                                    **({"epoch": epoch} if epoch else {})})

@@ -44,7 +44,7 @@ from bamasc.metering.afford import Cost
 from bamasc.metering.protocols import CHAT, MESSAGES, StreamReader, WireError, WireProtocol, check_betas, protocols
 from bamasc.metering.refusals import Refused
 from bamasc.metering.replies import surely_unbilled
-from bamasc.metering.scopes import ScopeLink
+from bamasc.metering.scopes import RefusalLines, ScopeLink
 from bamasc.provider_registry import at_vendor, endpoint
 from bamasc.proxy.admin import admin_routes
 from bamasc.proxy.access import caller, client_key, same, scope_and_budget
@@ -238,7 +238,8 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
         cost = Cost(input_cost, rates.output, asked.choices, ceiling)
         # The chain `exec` admits its calls with: the scope's ledger, then the upstream key's pace.
         levels = who.levels(settings.clock())
-        chain = Admissions((ScopeLink(ledger, scope, budget, cost, pricing, levels), PaceLink(settings.limiter, model)))
+        chain = Admissions((ScopeLink(ledger, scope, budget, cost, pricing, levels), PaceLink(settings.limiter, model)),
+                           () if ledger.trace is None else (RefusalLines(ledger, scope),))
         attempt = Attempt(None, None, model, 1, bound, ceiling, settings.timeout, choices=asked.choices)
         await chain.admit(attempt)
     except WireError as problem:

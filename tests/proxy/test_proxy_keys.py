@@ -195,3 +195,20 @@ def test_on_exhausted_answer_ends_the_call_with_an_answer_and_forwards_nothing(p
     lines = [json.loads(line) for line in open(proxy.ledger.trace.path, encoding="utf-8")]
     assert all(line["task_id"] == "polite ticket" for line in lines if line.get("type") == "call"
                and line["task_id"].startswith("polite"))
+
+
+def test_every_refused_call_is_a_line_of_the_trace(proxy, upstream):
+    """A 402 (and an answer in place of a call) leaves a `skipped` call line naming what ran out: nothing reserved,
+    nothing charged, so an operator can count how often scopes hit their cap."""
+    refusing, answering = _key(proxy, name="counted", scope_budget=150), _key(proxy, name="told", scope_budget=150,
+                                                                             on_exhausted="answer")
+    refused = answered = 0
+    for _ in range(6):
+        refused += _call(proxy, refusing, scope="cap").status_code == 402
+        answered += _call(proxy, answering, scope="cap").headers.get("x-bamasc-exhausted") == "1"
+    lines = [json.loads(line) for line in open(proxy.ledger.trace.path, encoding="utf-8")]
+    skipped = [line for line in lines if line["type"] == "call" and line.get("skipped")]
+    assert refused and answered
+    assert sum(line["task_id"] == "counted cap" for line in skipped) == refused
+    assert sum(line["task_id"] == "told cap" for line in skipped) == answered
+    assert all(line["charged"] == line["reserved"] == 0 and "left of its budget" in line["error"] for line in skipped)
