@@ -10,10 +10,20 @@ from bamasc.syntax import ast
 LIMITS_HINT = 'the limits are listed in docs/language.md, "Limits"'
 
 
+# What users coming from the SDKs write for an attribute, and the attribute they mean: spelling alone would
+# suggest `max_tool_rounds` for `max_tokens`, where the cap of a reply is `max_output`.
+SDK_WORDS = {"max_tokens": "max_output", "max_completion_tokens": "max_output", "max_output_tokens": "max_output",
+             "max_new_tokens": "max_output", "n_predict": "max_output", "system": "prompt",
+             "system_prompt": "prompt", "instructions": "prompt", "api_base": "base_url", "base_uri": "base_url"}
+
+
 def did_you_mean(name: str, options) -> str | None:
     import difflib
 
     options = list(options)
+    meant = SDK_WORDS.get(name.lower())
+    if meant in options:
+        return f"did you mean '{meant}'? (`{name}` is what the SDKs call it)"
     # `OpenAI` for `openai`: a difference in case alone is the likeliest slip, and
     # difflib, which compares characters exactly, misses short names like it.
     same_letters = [option for option in options if option.lower() == name.lower()]
