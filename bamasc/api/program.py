@@ -23,7 +23,11 @@ def load(path: str | os.PathLike[str]) -> Program:
     """
     from bamasc.plan.compile import check_file
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"load takes the path of a .bam file, not {type(path).__name__}")
     text_path = os.fspath(path)
+    if not isinstance(text_path, str):
+        raise UsageError(f"load takes the path of a .bam file as text, not {type(text_path).__name__}")
     if not os.path.isfile(text_path):
         raise UsageError(f"no such file: {text_path}")
     program, found, sources = check_file(text_path, budgets=False)

@@ -92,6 +92,8 @@ def tasks_of(tasks: Iterable[str | Task]) -> list[Any]:
             raise errors.UsageError(f"task {number} must be a str or a bamasc.Task, not {type(task).__name__}")
         if not isinstance(item.text, str):
             raise errors.UsageError(f"task {item.id!r}: its text must be a str, not {type(item.text).__name__}")
+        if not item.text.strip():
+            raise errors.UsageError(f"task {item.id!r} is empty: there is nothing to run (and nothing to charge)")
         if item.id in seen:
             raise errors.UsageError(f"duplicate task id {item.id!r}")
         seen.add(item.id)

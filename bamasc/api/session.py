@@ -145,6 +145,8 @@ class Session:
         batch = self._opened()
         if not isinstance(task, str):
             raise errors.UsageError(f"task must be a str, not {type(task).__name__}")
+        if not task.strip():
+            raise errors.UsageError("the task is empty: there is nothing to run (and nothing to charge)")
         if task_id is None:
             task_id = self.new_task_id()
         elif task_id in self._ids:

@@ -96,6 +96,9 @@ def task_fields(raw: bytes, plan_budget: float, plan_deadline: float | None, max
         raise Problem(422, f"task must be a non-empty string, not {_kind(task)}", "task")
     if len(task) > max_task:
         raise Problem(422, f"task is {len(task)} characters; at most {max_task} are taken", "task")
+    for field in ("budget", "deadline_s"):  # a field given is a number, as the OpenAPI document says; null is not
+        if field in data and data[field] is None:
+            raise Problem(422, f"{field} must be a number, not null (leave it out for the plan's)", field)
     budget = data.get("budget")
     if budget is not None:
         _number(budget, "budget", "µ$")

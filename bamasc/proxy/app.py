@@ -173,8 +173,10 @@ def build_app(settings: Settings, ledger) -> Starlette:
         what = "is not served by the proxy" if status == 404 else f"does not take {request.method}"
         served = ", ".join([*(f"POST {known.routes[0]}" for known in protocols()),
                             "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget"])
-        return _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
-                      _KINDS.get(status, "invalid_request_error"))
+        answer = _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
+                        _KINDS.get(status, "invalid_request_error"))
+        answer.headers.update(getattr(problem, "headers", None) or {})  # a 405's `Allow`
+        return answer
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

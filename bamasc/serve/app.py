@@ -183,7 +183,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         status = getattr(problem, "status_code", 404)
         responses[status] += 1
         message = "no such route" if status == 404 else "method not allowed on this route"
-        return JSONResponse(Problem(status, message).body(), status_code=status)
+        # A 405 says which methods the route takes (Starlette's exception carries the `Allow` header).
+        return JSONResponse(Problem(status, message).body(), status_code=status, headers=getattr(problem, "headers", None))
 
     routes = [
         Route("/v1/tasks", guarded(post_task), methods=["POST"]),
