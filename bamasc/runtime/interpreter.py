@@ -115,6 +115,12 @@ class TaskRun:
         except TaskOverbilled as problem:
             status, error = "overbilled", str(problem)
         final = self._final(result) if status == "ok" else self._fallback()
+        if status == "ok" and final is not None and not final.text.strip():
+            # An empty final answer (a tool loop's last round held only tool calls) is no answer: the task answers
+            # with its last non-empty answer, or fails saying so.
+            final = self.best
+            if final is None:
+                status, error = "failed", "the final answer was empty, and no earlier call answered"
         if status != "ok" and final is None:
             status = "failed" if status == "exhausted" else status
         if status == "exhausted" and self.system.on_exhausted == "fail":
@@ -210,9 +216,14 @@ class TaskRun:
             text = (await self.send(request, node, role, model, provider, messages,
                                     self.count_prompt(provider, messages), cap, expect)).text
         output = self.outputs[node_id] = Output(text, node_id, model.tier)
-        if role.reads not in ("verdict", "plan"):
+        if self.answers(node_id, role, text):
             self.best = output
         return output
+
+    def answers(self, node_id: str, role, text: str) -> bool:
+        """Whether a call's output may answer the task in the end: not a verdict, a plan, a router's label or a
+        dynamic planner's cards (their calls are in `expects`), and not empty."""
+        return role.reads not in ("verdict", "plan") and node_id not in self.expects and bool(text.strip())
 
     @staticmethod
     def count_prompt(provider, messages) -> int:
@@ -320,7 +331,8 @@ class TaskRun:
         done = [o for o in outcomes if isinstance(o, Output)]
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         if failures:
-            if done and self.best is None:
-                self.best = done[0]
+            answering = [o for o in done if self.answers(o.node, self.program.roles[self.nodes[o.node].role], o.text)]
+            if answering and self.best is None:
+                self.best = answering[0]
             raise next((f for f in failures if isinstance(f, TaskOverbilled)), failures[0])
         return done

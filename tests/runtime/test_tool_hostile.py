@@ -95,7 +95,9 @@ def test_a_hostile_model_is_held_to_the_bound(plan, case):
         assert result.exhausted == "budget" and [line["skipped"] for line in rounds] == [False, True, True]
         assert [line["round"] for line in rounds] == [0, 1, node.rounds]
     elif case != "deeply nested arguments":  # 6 kB re-sent each round: the budget decides how far it goes
-        assert result.status == "ok" and len(rounds) == node.rounds + 1
+        # Its final round, too, held only tool calls and no text: no answer, so the task is not `ok`.
+        assert result.status == "failed" and "final answer was empty" in result.error
+        assert result.answer is None and len(rounds) == node.rounds + 1
     if case == "never stops":
         assert not any(line["error"] for line in tools) and len(tools) == node.rounds * node.tool_calls
         assert guard.charged == pytest.approx(sum(line["charged"] for line in trace.lines if "charged" in line))
