@@ -102,7 +102,8 @@ def pytest_unconfigure(config):
 LONGEST_MODULES = (
     "tests/test_cli_golden.py", "tests/optimize/test_pareto.py", "tests/dynamic/test_dynamic_milp.py",
     "tests/test_fuzz_inputs.py", "tests/evaluate/test_reproduce.py", "tests/runtime/test_ray_faults.py",
-    "tests/optimize/test_prune.py", "tests/policy/test_learn.py",
+    "tests/optimize/test_prune.py", "tests/policy/test_learn.py", "tests/proxy/test_keys_redis.py",
+    "tests/proxy/test_ledger_memory.py",
 )
 
 
