@@ -91,8 +91,8 @@ def levels(key: KeyPolicy, team: TeamPolicy | None, now: float) -> tuple[Level, 
 
 def windows_of(kind: str, name: str, budgets: tuple[Window, ...], now: float) -> tuple[Level, ...]:
     """The levels of a key's or a team's windows open at `now`, one per budget."""
-    return tuple(Level(f"{kind}:{name}:{window_id(window.per, now)}", window.amount,
-                       f"{kind} '{name}' ({window_id(window.per, now)})") for window in budgets)
+    named = ((window, window_id(window.per, now)) for window in budgets)  # each window named once, per call
+    return tuple(Level(f"{kind}:{name}:{open_}", window.amount, f"{kind} '{name}' ({open_})") for window, open_ in named)
 
 
 # ------------------------------------------------------------ reading what an operator sends

@@ -60,33 +60,33 @@ def admin_routes(settings, ledger) -> list[Route]:
         await store.add_team(policy)
         return JSONResponse(policy.as_json(), 201)
 
+    async def show(kind: str, found, request: Request) -> Response:
+        """A key's or a team's policy, and each of its windows now; 404 where there is none."""
+        if found is None:
+            return _error(404, f"no {kind} named {request.path_params['name']!r}", "not_found_error")
+        open_ = windows_of(kind, found.name, found.budgets, settings.clock())
+        return JSONResponse({**found.as_json(), "windows": await _windows(ledger, open_, found.budgets)})
+
+    async def dropped(kind: str, removed: bool, request: Request) -> Response:
+        if not removed:
+            return _error(404, f"no {kind} named {request.path_params['name']!r}", "not_found_error")
+        return JSONResponse({"name": request.path_params["name"], "deleted": True})
+
     @admin
     async def show_key(request: Request) -> Response:
-        policy = await store.key(request.path_params["name"])
-        if policy is None:
-            return _error(404, f"no key named {request.path_params['name']!r}", "not_found_error")
-        own = windows_of("key", policy.name, policy.budgets, settings.clock())
-        return JSONResponse({**policy.as_json(), "windows": await _windows(ledger, own, policy.budgets)})
+        return await show("key", await store.key(request.path_params["name"]), request)
 
     @admin
     async def show_team(request: Request) -> Response:
-        team = await store.team(request.path_params["name"])
-        if team is None:
-            return _error(404, f"no team named {request.path_params['name']!r}", "not_found_error")
-        found = windows_of("team", team.name, team.budgets, settings.clock())
-        return JSONResponse({**team.as_json(), "windows": await _windows(ledger, found, team.budgets)})
+        return await show("team", await store.team(request.path_params["name"]), request)
 
     @admin
     async def drop_key(request: Request) -> Response:
-        if not await store.remove_key(request.path_params["name"]):
-            return _error(404, f"no key named {request.path_params['name']!r}", "not_found_error")
-        return JSONResponse({"name": request.path_params["name"], "deleted": True})
+        return await dropped("key", await store.remove_key(request.path_params["name"]), request)
 
     @admin
     async def drop_team(request: Request) -> Response:
-        if not await store.remove_team(request.path_params["name"]):
-            return _error(404, f"no team named {request.path_params['name']!r}", "not_found_error")
-        return JSONResponse({"name": request.path_params["name"], "deleted": True})
+        return await dropped("team", await store.remove_team(request.path_params["name"]), request)
 
     return [
         Route("/v1/admin/keys", make_key, methods=["POST"]),
