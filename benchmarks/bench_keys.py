@@ -101,7 +101,7 @@ def proxy_cpu(calls: int, repeats: int) -> dict[str, list[float]]:
     import httpx
     import openai
 
-    from bench_proxy import cpu_seconds, start
+    from bench_proxy import cpu_per_call, start
     from tests.proxy.helpers import TOKEN, config_text, free_port
 
     folder = tempfile.mkdtemp()
@@ -126,16 +126,7 @@ def proxy_cpu(calls: int, repeats: int) -> dict[str, list[float]]:
         clients = {label: openai.OpenAI(base_url=f"{proxy}/v1", api_key=key, max_retries=0,
                                         default_headers={"X-Bamasc-Task": "bench", "X-Bamasc-Budget": "1e9"})
                    for label, key in sides.items()}
-        figures = {label: [] for label in sides}
-        for round_number in range(repeats + 1):  # the first round warms both sides up
-            for label, client in clients.items():
-                before = cpu_seconds(servers[1].pid)
-                for _ in range(calls):
-                    client.chat.completions.create(model="gpt-4.1-mini", max_tokens=16,
-                                                   messages=[{"role": "user", "content": "hi"}])
-                if round_number:
-                    figures[label].append((cpu_seconds(servers[1].pid) - before) / calls * 1000)
-        return figures
+        return cpu_per_call({label: (servers[1], client) for label, client in clients.items()}, calls, repeats)
     finally:
         for server in servers:
             server.terminate()

@@ -87,7 +87,7 @@ def proxy_cpu(trees: dict[str, str], calls: int, repeats: int) -> dict[str, list
     """CPU ms per call of each tree's proxy, `repeats` rounds of `calls` calls each, the trees alternating."""
     import openai
 
-    from bench_proxy import cpu_seconds, start
+    from bench_proxy import cpu_per_call, start
     from tests.proxy.helpers import TOKEN, config_text, free_port
 
     folder = tempfile.mkdtemp()
@@ -108,16 +108,7 @@ def proxy_cpu(trees: dict[str, str], calls: int, repeats: int) -> dict[str, list
             client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=TOKEN, max_retries=0,
                                    default_headers={"X-Bamasc-Task": "bench", "X-Bamasc-Budget": "1e9"})
             proxies[name] = (servers[-1], client)
-        figures = {name: [] for name in trees}
-        for round_number in range(repeats + 1):  # the first round warms every side up
-            for name, (server, client) in proxies.items():
-                before = cpu_seconds(server.pid)
-                for _ in range(calls):
-                    client.chat.completions.create(model="gpt-4.1-mini", max_tokens=16,
-                                                   messages=[{"role": "user", "content": "hi"}])
-                if round_number:
-                    figures[name].append((cpu_seconds(server.pid) - before) / calls * 1000)
-        return figures
+        return cpu_per_call(proxies, calls, repeats)
     finally:
         for server in servers:
             server.terminate()

@@ -143,6 +143,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_per_call(sides: dict, calls: int, repeats: int) -> dict[str, list[float]]:
+    """Each side's process CPU ms per call (side -> (proxy process, SDK client)): `repeats` rounds of `calls` chat
+    completions of 16 tokens, the sides alternating round by round, after one round that warms every side up."""
+    figures = {name: [] for name in sides}
+    for round_number in range(repeats + 1):
+        for name, (server, client) in sides.items():
+            before = cpu_seconds(server.pid)
+            for _ in range(calls):
+                client.chat.completions.create(model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+            if round_number:
+                figures[name].append((cpu_seconds(server.pid) - before) / calls * 1000)
+    return figures
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
