@@ -52,6 +52,7 @@ class Session:
         self.rate_waits = 0  # attempts that waited for a provider key's rate limit
         self.rate_wait_s = 0.0
         self.in_flight = 0  # tasks running or waiting for a turn
+        self.watchers: list[Any] = []  # more listeners of this session's trace lines, (kind, line) (serve's /metrics)
 
     async def __aenter__(self) -> Session:
         await self.open()
@@ -130,6 +131,11 @@ class Session:
             return BudgetState(None, self._earlier + self.spent_here, 0.0, None)
         return BudgetState(ledger.total, ledger.spent, ledger.held, max(0.0, ledger.remaining))
 
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The names of the models the session's tasks may call (one provider each)."""
+        return tuple(sorted(self._opened().providers))
+
     def new_task_id(self) -> str:
         """An id no task of the trace has (16 hex digits)."""
         return self._ids.new()
@@ -187,6 +193,8 @@ class Session:
                 self.rate_waits += 1
                 self.rate_wait_s += line["rate_wait_s"]
         self._collector(kind, line)
+        for watcher in self.watchers:
+            watcher(kind, line)
 
     def _interrupted_line(self, task_id: str, spent: float) -> dict[str, Any]:
         """The task line of a task a crash cut short (its fields as `exec` writes them; docs/trace.md)."""

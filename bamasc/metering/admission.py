@@ -14,10 +14,12 @@ nothing.
 `TaskRun.admissions`): the task's deadline, its budget guard, the provider
 key's rate pace. A new limit is one more link. The chain tells its listeners
 (the trace is one, `trace.AttemptLines`) each event of an attempt's life:
-`refused` (a link would not admit it; nothing was sent), `started` (every
-link admitted it and it is about to be sent), `settled` (answered and
-charged) and `failed` (ended without an answer). What a listener reads is
-on the `Attempt`.
+`refused` (a link would not admit it; nothing was sent, and `refused_by`
+names the limit), `started` (every link admitted it and it is about to be
+sent), `settled` (answered and charged), `failed` (ended without an answer,
+its hold kept) and `released` (ended without an answer that was surely
+never billed, its hold given back). What a listener reads is on the
+`Attempt`.
 
 The batch's total fits the same protocol one level up: `TotalLink` admits a
 task's whole worst case from what is left of the total (runtime/batch.py,
@@ -41,7 +43,7 @@ class Attempt:
 
     __slots__ = ("request", "node", "model", "number", "prompt_tokens", "cap", "max_tokens", "timeout",
                  "policy_timeout", "deadline", "reservation", "waited", "reply", "usage", "rates", "charged", "error",
-                 "held_back", "sent_at", "round", "choices")
+                 "held_back", "sent_at", "round", "choices", "refused_by")
 
     def __init__(self, request, node, model, number: int, prompt_tokens: int, cap: int, timeout: float,
                  round: int | None = None, choices: int = 1):
@@ -66,6 +68,7 @@ class Attempt:
         self.sent_at: float | None = None  # when it was sent (time.perf_counter)
         self.round = round  # a tool loop's round, 0 to R (runtime/tool_loop.py); None for a call without tools
         self.choices = choices  # completions it asks for, each billed its output (the proxy's OpenAI `n`)
+        self.refused_by: str | None = None  # the `limit` of the refusal that stopped it (metering/refusals.py)
 
     def again(self) -> Attempt:
         """The next attempt at the same call."""
@@ -126,6 +129,7 @@ class Admissions:
     def refused(self, attempt: Attempt, refusal: Refused) -> Refused:
         """Tell the listeners that `attempt` will not be made; returns the refusal, to raise."""
         attempt.error = refusal.error
+        attempt.refused_by = refusal.limit
         self._tell("refused", attempt)
         return refusal
 
@@ -141,7 +145,7 @@ class Admissions:
     async def release(self, attempt: Attempt, error: str) -> None:
         """The attempt failed and surely was not processed: every link gives back what it held."""
         attempt.error = error
-        await self._ended("failed", attempt, "release")
+        await self._ended("released", attempt, "release")
 
     async def _ended(self, event: str, attempt: Attempt, ending: str, *args) -> None:
         try:
