@@ -8,7 +8,7 @@ from bamasc.cli import args as cli_args
 from bamasc.cli import inputs, output
 from bamasc.cli.report import Report
 
-PROXY_MODULES = ("starlette", "uvicorn")
+PROXY_MODULES = ("starlette", "uvicorn", "prometheus_client")
 MAX_HEAD = 16 << 10  # bytes of a request's line and headers, as `bamasc serve` takes (h11's default); more get 431
 
 
@@ -220,7 +220,9 @@ async def _serve(app, ledger, listen, sock, max_connections: int, request_s: flo
     # The limits `bamasc serve` puts on each connection: a cap (503 as one more opens), 431 past MAX_HEAD bytes
     # of an unfinished head, 408 for a head slower than `request_s` (the app answers 408 for a body as slow).
     connections = connection_cap(max_connections, "proxy")
-    protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, MAX_HEAD, request_s))
+    # Its refusals are counted with the app's responses in /metrics.
+    protocol = limited_protocol(AutoHTTPProtocol, ConnectionLimits(connections, MAX_HEAD, request_s),
+                                app.state.metrics.responses)
 
     await ledger.open()
     if settings.keys is not None and getattr(ledger, "create", False) and hasattr(settings.keys, "restore"):

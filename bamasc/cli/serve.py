@@ -6,7 +6,7 @@ from bamasc.cli import args as cli_args
 from bamasc.cli import inputs, output
 from bamasc.cli.report import Report
 
-SERVE_MODULES = ("starlette", "uvicorn")
+SERVE_MODULES = ("starlette", "uvicorn", "prometheus_client")
 
 
 def add_parser(commands) -> None:

@@ -33,11 +33,13 @@ import time
 
 import aiohttp
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bamasc.encodings import counting_tokenizer
+from bamasc.http.metrics import CONTENT_TYPE, CountResponses, Metrics
 from bamasc.http.requests import Problem, json_body, read_body
 from bamasc.metering.admission import Admissions, Attempt, PaceLink
 from bamasc.metering.afford import Cost
@@ -110,7 +112,10 @@ class Settings:
 
 
 def build_app(settings: Settings, ledger) -> Starlette:
+    """The proxy's app; `app.state.metrics` holds its series, and their `responses` the connection layer's too."""
     sessions: list[aiohttp.ClientSession] = []
+    metrics = Metrics({upstream.model.name for upstream in settings.upstreams.values()},
+                      [key.name for key, _ in settings.declared_keys])
 
     def client() -> aiohttp.ClientSession:
         # Made on first use, inside the server's event loop.
@@ -121,7 +126,7 @@ def build_app(settings: Settings, ledger) -> Starlette:
 
     def serve(protocol: WireProtocol):
         async def forward(request: Request) -> Response:
-            return await _guarded(request, protocol, settings, ledger, client())
+            return await _guarded(request, protocol, settings, ledger, client(), metrics)
         return forward
 
     async def scope(request: Request) -> Response:
@@ -136,9 +141,13 @@ def build_app(settings: Settings, ledger) -> Starlette:
             return _error(CHAT, 404, "no such scope", "not_found_error")
         return JSONResponse(view)
 
+    def operator(request: Request) -> bool:
+        """Whether `request` comes from the holder of the proxy's token or its admin token (any, with --no-auth)."""
+        return (settings.token is None and settings.keys is None) or same(client_key(request), settings.token) \
+            or same(client_key(request), settings.admin_token)
+
     async def budget(request: Request) -> Response:
-        if not (settings.token is None and settings.keys is None) and not same(client_key(request), settings.token) \
-                and not same(client_key(request), settings.admin_token):
+        if not operator(request):
             return _error(CHAT, 401, "the proxy's total is shown to its token's or its admin token's holder",
                           "authentication_error")
         try:
@@ -148,6 +157,19 @@ def build_app(settings: Settings, ledger) -> Starlette:
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
+
+    async def metrics_route(request: Request) -> Response:
+        # Every key's spend is in it: a client key sees its own scopes, not this.
+        if not operator(request):
+            return _error(CHAT, 401, "the proxy's metrics are shown to its token's or its admin token's holder",
+                          "authentication_error")
+        try:
+            totals = await ledger.totals()
+        except Refused:  # the shared ledger is out of reach: its gauges are left out, the counters still served
+            metrics.scraped = {}
+        else:
+            metrics.ledger(totals["charged"], totals["held"], totals["total"], totals["left"])
+        return Response(metrics.text(), media_type=CONTENT_TYPE)
 
     async def models(request: Request) -> Response:
         protocol = _protocol_of(request)
@@ -172,7 +194,7 @@ def build_app(settings: Settings, ledger) -> Starlette:
         status = getattr(problem, "status_code", 404)
         what = "is not served by the proxy" if status == 404 else f"does not take {request.method}"
         served = ", ".join([*(f"POST {known.routes[0]}" for known in protocols()),
-                            "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget"])
+                            "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget", "GET /metrics"])
         answer = _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
                         _KINDS.get(status, "invalid_request_error"))
         answer.headers.update(getattr(problem, "headers", None) or {})  # a 405's `Allow`
@@ -189,10 +211,14 @@ def build_app(settings: Settings, ledger) -> Starlette:
         Route("/v1/scopes/{scope:path}", scope, methods=["GET"]),
         Route("/v1/budget", budget, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
         *admin_routes(settings, ledger),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: unknown, 405: unknown})
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: unknown, 405: unknown},
+                    middleware=[Middleware(CountResponses, responses=metrics.responses)])
+    app.state.metrics = metrics
+    return app
 
 
 def _protocol_of(request: Request) -> WireProtocol:
@@ -211,7 +237,8 @@ _KINDS = {400: "invalid_request_error", 401: "authentication_error", 402: "budge
 
 
 async def _guarded(request: Request, protocol: WireProtocol, settings: Settings, ledger,
-                   client: aiohttp.ClientSession) -> Response:
+                   client: aiohttp.ClientSession, metrics: Metrics) -> Response:
+    chain = None
     try:
         who = await caller(request, settings)
         raw = await read_body(request, settings.max_body, settings.request_s)
@@ -240,8 +267,12 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
         cost = Cost(input_cost, rates.output, asked.choices, ceiling)
         # The chain `exec` admits its calls with: the scope's ledger, then the upstream key's pace.
         levels = who.levels(settings.clock())
+        # Its listeners: the trace's line of a refusal, and the metrics, which count every ending of the call.
+        listeners = (metrics.listener(None if who.key is None else who.key.name),)
+        if ledger.trace is not None:
+            listeners = (RefusalLines(ledger, scope), *listeners)
         chain = Admissions((ScopeLink(ledger, scope, budget, cost, pricing, levels), PaceLink(settings.limiter, model)),
-                           () if ledger.trace is None else (RefusalLines(ledger, scope),))
+                           listeners)
         attempt = Attempt(None, None, model, 1, bound, ceiling, settings.timeout, choices=asked.choices)
         await chain.admit(attempt)
     except WireError as problem:
@@ -251,6 +282,8 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
         return _error(protocol, problem.status, problem.message, _KINDS.get(problem.status, "invalid_request_error"),
                       problem.field)
     except Refused as refused:
+        if chain is None:  # the key could not be looked up: no chain heard this refusal
+            metrics.refused(refused.limit)
         if refused.limit != "ledger" and who.answers:  # the key's `on_exhausted`: the proxy answers, nothing is sent
             return Response(protocol.exhausted(asked, f"The budget for this request is spent: {refused.error}."), 200,
                             media_type=protocol.media_type(asked), headers={"x-bamasc-exhausted": "1"})

@@ -17,13 +17,14 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bamasc.api.errors import BamError
 from bamasc.metering.refusals import Refused
 from bamasc.serve.lookup import task_from_trace
-from bamasc.serve.metrics import CONTENT_TYPE, metrics_text
+from bamasc.http.metrics import BUSY, CONTENT_TYPE
+from bamasc.serve.metrics import scrape, serve_metrics
 from bamasc.serve.openapi import openapi_document
 from bamasc.http.requests import Problem, authorized, read_body, task_fields
 
@@ -99,6 +100,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     responses = Counter() if responses is None else responses
     active = [0]  # requests in progress
     document = openapi_document(plan.system, plan.budget, plan.deadline_s, token is not None)
+    counted = serve_metrics(session, responses)
 
     def guarded(handler: Callable[[Request], Awaitable[Response]], open_route: bool = False
                 ) -> Callable[[Request], Awaitable[Response]]:
@@ -106,6 +108,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
             active[0] += 1
             try:
                 if active[0] > limits.max_requests:
+                    counted.refused(BUSY)
                     raise Problem(429, f"{limits.max_requests} requests are in progress; try again later")
                 request.state.key = None
                 if not open_route and not (token is None and gate is None) \
@@ -129,6 +132,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
 
     async def post_task(request: Request) -> Response:
         if session.in_flight >= limits.max_pending:
+            counted.refused(BUSY)
             raise Problem(429, f"{limits.max_pending} tasks are already running or waiting; try again later")
         raw = await read_body(request, limits.max_body, limits.request_s)
         text, budget, deadline = task_fields(raw, plan.budget, plan.deadline_s, limits.max_task)
@@ -141,6 +145,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
             try:
                 hold = await gate.hold(key, team, task_id, ceiling)
             except Refused as refused:
+                counted.refused(refused.limit)
                 raise Problem(503 if refused.limit == "ledger" else 402, refused.error or refused.limit) from None
         tasks.put(task_id, {"task_id": task_id, "status": "running"})
         try:
@@ -148,10 +153,12 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         except BaseException:
             tasks.items.pop(task_id, None)
             if hold is not None:
-                await gate.close(hold, None)
+                counted.charged_to_key(request.state.key[0].name, await gate.close(hold, None))
             raise
         if hold is not None:
-            await gate.close(hold, result.cost)
+            counted.charged_to_key(request.state.key[0].name, await gate.close(hold, result.cost))
+        if result.status == "skipped_total":  # the total had no room for the task's worst case
+            counted.refused("total")
         body = result_body(result)
         tasks.put(task_id, {**body, "calls": [call_body(call) for call in result.calls]})
         return JSONResponse(body, status_code=402 if result.status == "skipped_total" else 200)
@@ -174,7 +181,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         return JSONResponse({"status": "ok"})
 
     async def metrics(request: Request) -> Response:
-        return PlainTextResponse(metrics_text(session, responses), media_type=CONTENT_TYPE)
+        return Response(scrape(counted, session), media_type=CONTENT_TYPE)
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)

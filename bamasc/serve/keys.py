@@ -28,7 +28,8 @@ class KeyGate:
         return await self.ledger.reserve(f"{key.name} {task_id}", budget, "task", whole,
                                          levels(key, team, self.clock()))
 
-    async def close(self, hold, cost: float | None) -> None:
-        """Settle to what the task cost (None: unknown, so the whole hold is kept)."""
-        await self.ledger.close(hold, hold.amount if cost is None else min(cost, hold.amount),
-                                {"outcome": "settled" if cost is not None else "kept"})
+    async def close(self, hold, cost: float | None) -> float:
+        """Settle to what the task cost (None: unknown, so the whole hold is kept); returns the µ$ charged."""
+        charged = hold.amount if cost is None else min(cost, hold.amount)
+        await self.ledger.close(hold, charged, {"outcome": "settled" if cost is not None else "kept"})
+        return charged

@@ -231,6 +231,8 @@ HEAVY_MODULES = (
     "ray",
     # Starlette and uvicorn (the serve extra) belong to `bamasc serve`.
     "starlette", "uvicorn",
+    # Prometheus's client (serve and proxy extras) belongs to their /metrics.
+    "prometheus_client",
     # The MCP SDK (the mcp extra) belongs to a run whose tools include an MCP server.
     "mcp", "mcp_types",
 )

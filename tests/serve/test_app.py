@@ -105,7 +105,7 @@ def test_hostile_bodies_are_refused_with_the_field_named(tmp_path):
             assert error["status"] == status and error["field"] == field, (body[:60], error)
         assert session.statuses == {}, "no hostile body ran a task"
         metrics = (await client.get("/metrics", headers=AUTH)).text
-        assert f'bamasc_http_responses_total{{code="422"}} {sum(s == 422 for _, s, _ in HOSTILE)}' in metrics
+        assert f'bamasc_http_responses_total{{code="422"}} {sum(s == 422 for _, s, _ in HOSTILE)}.0' in metrics
         assert (await client.post("/v1/tasks", json={"task": "still serving"}, headers=AUTH)).status_code == 200
 
     _serve(tmp_path, check, limits=Limits(max_body=16_384))
@@ -124,7 +124,7 @@ def test_the_total_refuses_a_task_with_402_and_the_budget_route_says_why(tmp_pat
         assert budget["left"] == pytest.approx(4000 - budget["spent"])
         metrics = (await client.get("/metrics", headers=AUTH)).text
         assert 'bamasc_tasks_total{status="skipped_total"}' in metrics
-        assert "bamasc_reservations_open 0" in metrics
+        assert "bamasc_reservations_open 0.0" in metrics
 
     _serve(tmp_path, check, total_budget=4000)
 

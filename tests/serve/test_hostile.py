@@ -88,7 +88,7 @@ def test_hostile_traffic_is_refused_and_the_server_keeps_serving(tmp_path):
         still = httpx.post(f"{server.url}/v1/tasks", json={"task": "What is 1 + 1?"}, headers=server.headers, timeout=120)
         assert still.status_code == 200 and still.json()["status"] == "ok"
         metrics = httpx.get(f"{server.url}/metrics", headers=server.headers).text
-        assert 'bamasc_tasks_total{status="ok"} 1' in metrics
+        assert 'bamasc_tasks_total{status="ok"} 1.0' in metrics
     finally:
         code = server.stop()
     assert code == 0
