@@ -11,6 +11,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
+from tests.helpers.metrics import promtool_check  # noqa: E402
 from tests.serve.harness import TOKEN, Server, compiled_plan  # noqa: E402
 
 CAP = 65_536
@@ -89,6 +90,7 @@ def test_hostile_traffic_is_refused_and_the_server_keeps_serving(tmp_path):
         assert still.status_code == 200 and still.json()["status"] == "ok"
         metrics = httpx.get(f"{server.url}/metrics", headers=server.headers).text
         assert 'bamasc_tasks_total{status="ok"} 1.0' in metrics
+        promtool_check(metrics)  # the running server's scrape, its connection layer's refusals counted in it
     finally:
         code = server.stop()
     assert code == 0

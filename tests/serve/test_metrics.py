@@ -33,9 +33,14 @@ def test_the_scrape_passes_promtool_and_counts_what_the_trace_charged(tmp_path):
                             for n in range(5)]
                 unauthorized = await client.get("/metrics")
                 text = (await client.get("/metrics", headers=AUTH)).text
-                return session.models, statuses, unauthorized, text
+            full = build_app(plan, session, TOKEN.encode(), Limits(max_pending=0))  # every task finds the server full
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=full), base_url="http://test") as client:
+                busy = (await client.post("/v1/tasks", json={"task": "What is 1 + 1?"}, headers=AUTH)).status_code
+                busy_text = (await client.get("/metrics", headers=AUTH)).text
+            return session.models, statuses, unauthorized, text, busy, busy_text
 
-    models, statuses, unauthorized, text = asyncio.run(main())
+    models, statuses, unauthorized, text, busy, busy_text = asyncio.run(main())
+    assert busy == 429 and total(samples(busy_text), "bamasc_refusals_total", reason="busy") == 1
     assert 200 in statuses and 402 in statuses, statuses  # the total runs out: a refusal
     assert unauthorized.status_code == 401 and "bamasc_" not in unauthorized.text
     promtool_check(text)
