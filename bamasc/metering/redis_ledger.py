@@ -128,6 +128,16 @@ return {'ok', tostring(folded)}
 """
 
 
+def shared_ledger(url: str, total: float | None = None, prefix: str = "bamasc", trace=None, create: bool = False,
+                  fold: tuple[str, ...] = ()):
+    """The ledger a `--redis` URL names: one server's (`redis://`, `rediss://`, `unix://`: this module's), or a
+    Redis Cluster's (`redis+cluster://HOST:PORT[,HOST:PORT]`: metering/sharded_ledger.py)."""
+    from bamasc.metering.sharded_ledger import ShardedLedger, is_cluster_url
+
+    kind = ShardedLedger if is_cluster_url(url) else RedisLedger
+    return kind(url, total, prefix, trace, create=create, fold=fold)
+
+
 class LedgerMismatch(Exception):
     """The ledger in Redis is not one this proxy may serve from as started: none to join, one where a new one
     was asked for, or another total budget. Nothing was changed and nothing is served."""
@@ -216,6 +226,10 @@ class RedisLedger:
         self._fold = self.client.register_script(_FOLD)
         self._ids = 0
         self._run = os.urandom(4).hex()
+
+    def key_names(self) -> tuple[list[str], str]:
+        """The key store's hashes (keys, key-digests, teams) and the epoch key (metering/redis_keys.py)."""
+        return [f"{self.prefix}:keys", f"{self.prefix}:key-digests", f"{self.prefix}:teams"], f"{self.prefix}:epoch"
 
     def _keys(self, scope: str) -> list[str]:
         return [f"{self.prefix}:scope:{scope}", f"{self.prefix}:total", f"{self.prefix}:epoch"]
