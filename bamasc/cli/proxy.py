@@ -133,6 +133,10 @@ def run(args) -> int:
         ledger, trace = _ledger(report, args)
         if ledger is None:
             return report.return_code
+        if args.redis:  # every proxy of the ledger paces each upstream key together
+            from bamasc.metering.redis_pace import SharedLimiter
+
+            settings.limiter = SharedLimiter(settings.limiter, ledger)
         if admin_token is not None or settings.declared_keys:
             settings.keys = _key_store(report, args, ledger)
             if settings.keys is None:

@@ -276,6 +276,10 @@ class ShardedLedger:
     def _level_key(self, level: str) -> str:
         return f"{self.tags[self.shard_of(level)]}:level:{level}"
 
+    def pace_key(self, key: str) -> str:
+        """Where a provider key's shared pace lives (metering/redis_pace.py): in the key's own shard."""
+        return f"{self.tags[self.shard_of(key)]}:pace:{key}"
+
     def _total_key(self) -> str:
         return f"{self.tags[0]}:total"
 
