@@ -34,7 +34,7 @@ from tests.proxy.fleet import RedisServer  # noqa: E402
 def drive(url: str, prefix: str, seconds: float, concurrency: int, out: str) -> None:
     """One proxy's loop: reserve and close until `seconds` pass; writes `calls cpu_seconds` to `out`."""
     from bamasc.metering.afford import Cost
-    from bamasc.metering.redis_ledger import shared_ledger
+    from bamasc.metering.sharded_ledger import shared_ledger
 
     async def main() -> None:
         ledger = shared_ledger(url, None, prefix)
@@ -81,7 +81,7 @@ def redis_load(ports: list[int]) -> tuple[float, int]:
 def run_row(url: str, ports: list[int], proxies: int, seconds: float, concurrency: int, new: bool) -> dict:
     prefix = f"bench{os.getpid()}x{time.monotonic_ns()}"
     if new:
-        from bamasc.metering.redis_ledger import shared_ledger
+        from bamasc.metering.sharded_ledger import shared_ledger
 
         async def start() -> None:
             ledger = shared_ledger(url, 1e15, prefix, create=True)

@@ -176,7 +176,7 @@ def _ledger(report: Report, args):
         output.failure(report, problem)
         return None, None
     if args.redis:
-        from bamasc.metering.redis_ledger import shared_ledger
+        from bamasc.metering.sharded_ledger import shared_ledger
 
         try:
             return shared_ledger(args.redis, args.total_budget, args.redis_prefix, trace, args.new_ledger, fold), trace

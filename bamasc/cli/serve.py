@@ -132,7 +132,7 @@ async def _gate(args):
     import time
 
     from bamasc.metering.redis_keys import RedisKeyStore
-    from bamasc.metering.redis_ledger import shared_ledger
+    from bamasc.metering.sharded_ledger import shared_ledger
     from bamasc.serve.keys import KeyGate
 
     ledger = shared_ledger(args.redis, None, args.redis_prefix)

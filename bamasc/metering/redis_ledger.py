@@ -128,16 +128,6 @@ return {'ok', tostring(folded)}
 """
 
 
-def shared_ledger(url: str, total: float | None = None, prefix: str = "bamasc", trace=None, create: bool = False,
-                  fold: tuple[str, ...] = ()):
-    """The ledger a `--redis` URL names: one server's (`redis://`, `rediss://`, `unix://`: this module's), or a
-    Redis Cluster's (`redis+cluster://HOST:PORT[,HOST:PORT]`: metering/sharded_ledger.py)."""
-    from bamasc.metering.sharded_ledger import ShardedLedger, is_cluster_url
-
-    kind = ShardedLedger if is_cluster_url(url) else RedisLedger
-    return kind(url, total, prefix, trace, create=create, fold=fold)
-
-
 class LedgerMismatch(Exception):
     """The ledger in Redis is not one this proxy may serve from as started: none to join, one where a new one
     was asked for, or another total budget. Nothing was changed and nothing is served."""

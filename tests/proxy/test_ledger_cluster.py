@@ -66,7 +66,7 @@ def _slices(cluster, prefix: str) -> dict[str, float]:
     """Each proxy run's slice of the total, as the total's lease hash holds it."""
     from redis.cluster import RedisCluster as Client
 
-    from bamasc.metering.sharded_ledger import shard_tags
+    from bamasc.metering.shards import shard_tags
 
     client = Client(host="127.0.0.1", port=cluster.primaries()[0], decode_responses=True)
     try:
