@@ -32,7 +32,8 @@ def add_parser(commands) -> None:
                                           "joins uses it (and refuses to start with another)")
     proxy.add_argument("--redis", metavar="URL",
                        help="share the scopes and the total with every proxy given this Redis URL (the proxy extra); "
-                            "the ledger must exist (see --new-ledger)")
+                            "redis+cluster://HOST:PORT[,HOST:PORT] for a Redis Cluster (the ledger sharded, the "
+                            "total leased in slices); the ledger must exist (see --new-ledger)")
     proxy.add_argument("--redis-prefix", default="bamasc", metavar="NAME", help="key prefix of the shared ledger")
     proxy.add_argument("--new-ledger", action="store_true",
                        help="with --redis: start the shared ledger (the fleet's first proxy, or after Redis lost "
@@ -132,6 +133,10 @@ def run(args) -> int:
         ledger, trace = _ledger(report, args)
         if ledger is None:
             return report.return_code
+        if args.redis:  # every proxy of the ledger paces each upstream key together
+            from bamasc.metering.redis_pace import SharedLimiter
+
+            settings.limiter = SharedLimiter(settings.limiter, ledger)
         if admin_token is not None or settings.declared_keys:
             settings.keys = _key_store(report, args, ledger)
             if settings.keys is None:
@@ -171,10 +176,15 @@ def _ledger(report: Report, args):
         output.failure(report, problem)
         return None, None
     if args.redis:
-        from bamasc.metering.redis_ledger import RedisLedger
+        from bamasc.metering.sharded_ledger import shared_ledger
 
-        return RedisLedger(args.redis, args.total_budget, args.redis_prefix, trace,
-                           create=args.new_ledger, fold=fold), trace
+        try:
+            return shared_ledger(args.redis, args.total_budget, args.redis_prefix, trace, args.new_ledger, fold), trace
+        except ValueError as problem:  # a cluster URL without HOST:PORT nodes, or a prefix with braces
+            if trace is not None:
+                trace.close()
+            output.usage(report, f"--redis {args.redis}: {problem}")
+            return None, None
     from bamasc.metering.ledger import LocalLedger, level_spend, scope_limits
 
     limits = scope_limits(args.trace) if args.trace else {}
@@ -243,6 +253,8 @@ async def _serve(app, ledger, listen, sock, max_connections: int, request_s: flo
                       limit_concurrency=connections + 1, http=protocol, backlog=min(BACKLOG, connections),
                       h11_max_incomplete_event_size=MAX_HEAD)
     finally:
+        if hasattr(ledger, "shutdown"):  # a cluster ledger's slices: reported, and their room given back
+            await ledger.shutdown()
         if ledger.trace is not None:
             ledger.trace.close()
 

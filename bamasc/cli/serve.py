@@ -132,10 +132,10 @@ async def _gate(args):
     import time
 
     from bamasc.metering.redis_keys import RedisKeyStore
-    from bamasc.metering.redis_ledger import RedisLedger
+    from bamasc.metering.sharded_ledger import shared_ledger
     from bamasc.serve.keys import KeyGate
 
-    ledger = RedisLedger(args.redis, None, args.redis_prefix)
+    ledger = shared_ledger(args.redis, None, args.redis_prefix)
     await ledger.open()
     return KeyGate(RedisKeyStore(ledger), ledger, time.time)
 

@@ -64,10 +64,9 @@ class RedisKeyStore:
     """The keys and teams of every proxy on one Redis server and prefix (the ledger's)."""
 
     def __init__(self, ledger):
-        self.ledger = ledger  # a RedisLedger: its client, its prefix, its way of asking
+        self.ledger = ledger  # a RedisLedger or a ShardedLedger: its client, its key names, its way of asking
         client = ledger.client
-        self._keys = [f"{ledger.prefix}:keys", f"{ledger.prefix}:key-digests", f"{ledger.prefix}:teams"]
-        self._epoch_key = f"{ledger.prefix}:epoch"
+        self._keys, self._epoch_key = ledger.key_names()  # beside the epoch key, in one slot on a cluster
         self._add_key = client.register_script(_ADD_KEY)
         self._add_team = client.register_script(_ADD_TEAM)
         self._remove_key = client.register_script(_REMOVE_KEY)

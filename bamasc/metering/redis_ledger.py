@@ -217,6 +217,14 @@ class RedisLedger:
         self._ids = 0
         self._run = os.urandom(4).hex()
 
+    def key_names(self) -> tuple[list[str], str]:
+        """The key store's hashes (keys, key-digests, teams) and the epoch key (metering/redis_keys.py)."""
+        return [f"{self.prefix}:keys", f"{self.prefix}:key-digests", f"{self.prefix}:teams"], f"{self.prefix}:epoch"
+
+    def pace_key(self, key: str) -> str:
+        """Where a provider key's shared pace lives (metering/redis_pace.py)."""
+        return f"{self.prefix}:pace:{key}"
+
     def _keys(self, scope: str) -> list[str]:
         return [f"{self.prefix}:scope:{scope}", f"{self.prefix}:total", f"{self.prefix}:epoch"]
 

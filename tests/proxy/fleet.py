@@ -79,7 +79,8 @@ _SCOPE = contextvars.ContextVar("scope", default=None)
 
 
 class ScopedUpstream(Upstream):
-    """The honest upstream, also noting each call's scope: the first word of its first message, as `ask` writes it."""
+    """The honest upstream, also noting each call's scope (the first word of its first message, as `ask` writes it)
+    and when it came (`at`, time.monotonic())."""
 
     async def _answer(self, request, protocol):
         body = json.loads(await request.body())
@@ -88,11 +89,11 @@ class ScopedUpstream(Upstream):
         return await super()._answer(request, protocol)
 
     def _record(self, **call) -> None:
-        super()._record(**call, scope=_SCOPE.get())
+        super()._record(**call, scope=_SCOPE.get(), at=time.monotonic())
 
     def billed_per_scope(self) -> dict[str, float]:
         """µ$ the upstream billed each scope, by its own count of tokens."""
-        prices = {model + suffix: rates for model, rates in PRICES.items() for suffix in ("", "-hang")}
+        prices = {model + suffix: rates for model, rates in PRICES.items() for suffix in ("", "-hang", "-paced")}
         with self.lock:
             billed: dict[str, float] = {}
             for call in self.calls:
