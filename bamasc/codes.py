@@ -65,6 +65,8 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM311": ("missing-round-limit", "A conversation has no max_rounds, so its cost has no bound."),
     "BAM312": ("unreachable-termination", "A conversation's until clause can never stop it, or never before its round limit."),
     "BAM313": ("missing-step-limit", "A dynamic plan has no max_steps, so its cost has no bound."),
+    "BAM314": ("unnamed-branch", "A route's branch its router will never name: no value its output schema allows, or no word of its prompt, names it."),
+    "BAM315": ("unrouted-value", "A value of a router's output enum names no branch, so every reply holding it takes 'otherwise'."),
     "BAM401": ("no-models", "A system has no models."),
     "BAM402": ("no-topologies", "A system has no topologies."),
     "BAM403": ("invalid-budget", "A budget is zero or negative."),

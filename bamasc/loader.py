@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 
 from bamasc.diagnostics import Diagnostic, Note, error
 from bamasc.source import SourceFile, Span, as_typed, decode_source
@@ -121,14 +122,20 @@ def _read(path: str, via: ast.Import | None, loaded: Loaded) -> bytes | None:
     where = via.span if via else Span(path, 1, 1, 1, 1)
     what = f"imported file '{via.path}'" if via else f"file '{path}'"
     try:
-        size = os.path.getsize(path)
+        status = os.stat(path)
+        if via is not None and not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
+            # Opening a pipe or a terminal may block for ever (`import "/dev/stderr"` in an editor's
+            # buffer reads the editor's own pipe): an import names a file, so nothing else is opened.
+            loaded.diagnostics.append(error("BAM006", f"{what} is not a regular file ({path})", where))
+            return None
+        size = status.st_size
         if size > MAX_FILE_BYTES:
             loaded.diagnostics.append(
                 error("BAM008", f"{what} is {size} bytes; the limit is {MAX_FILE_BYTES}", where)
             )
             return None
         with open(path, "rb") as handle:
-            # One byte past the limit: a pipe or device (`import "/dev/zero"`) has no size to check first.
+            # One byte past the limit: a pipe or device given on the command line has no size to check first.
             data = handle.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             loaded.diagnostics.append(error("BAM008", f"{what} is larger than the limit of {MAX_FILE_BYTES} bytes", where))

@@ -166,6 +166,20 @@ def test_every_open_file_is_checked_even_after_one_that_imports_stdin(server, tm
     assert found["params"]["diagnostics"][0]["code"]
 
 
+def test_a_buffer_that_imports_the_servers_own_stderr_gets_its_diagnostics(tmp_path):
+    """`/dev/stderr` is the editor's pipe (stdout goes there too): opening it to read waits for ever for a
+    writer that is the server itself. An import names a regular file, so it is refused without a read."""
+    wire = Wire()
+    try:
+        wire.initialize()
+        uri = opened_document(wire, str(tmp_path), "stderr.bam", 'import "/dev/stderr"\n')
+        found = wire.notification("textDocument/publishDiagnostics", lambda params: params["uri"] == uri)
+        codes = {diagnostic["code"] for diagnostic in found["params"]["diagnostics"]}
+        assert "BAM006" in codes, found
+    finally:
+        wire.close()
+
+
 def test_a_request_after_shutdown_gets_an_error_and_exit_ends_the_server():
     wire = Wire()
     wire.initialize()

@@ -73,10 +73,13 @@ class Plan:
         return None if selected is None else str(selected)
 
     @property
-    def bound(self) -> float | None:
-        """µ$: the proven worst case of the selected template."""
+    def bound(self) -> float:
+        """µ$: the proven worst case of the selected template. A plan always has one: compiling refuses a
+        system no template fits (BAM502), and loading re-verifies every bound."""
         selected = self._selected()
-        return None if selected is None else selected.bound
+        if selected is None or selected.bound is None:
+            raise errors.PlanError(f"system '{self.system}' of the plan has no feasible template selected")
+        return selected.bound
 
     @property
     def latency_bound_s(self) -> float | None:

@@ -24,11 +24,31 @@ def did_you_mean(name: str, options) -> str | None:
     meant = SDK_WORDS.get(name.lower())
     if meant in options:
         return f"did you mean '{meant}'? (`{name}` is what the SDKs call it)"
+    elsewhere = _blocks_taking(name)
+    if elsewhere and name not in options:
+        return f"'{name}' is an attribute of {elsewhere}, not of this block: move it there"
     # `OpenAI` for `openai`: a difference in case alone is the likeliest slip, and
     # difflib, which compares characters exactly, misses short names like it.
     same_letters = [option for option in options if option.lower() == name.lower()]
     close = same_letters or difflib.get_close_matches(name, options, n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
+
+
+# The attributes of each kind of declaration, as its reader declares them (`declares`): what tells a user
+# that `temperature`, written in a system, belongs in a model or a role.
+BLOCKS: dict[str, tuple[str, ...]] = {}
+
+
+def declares(kind: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names`, the attributes of declarations of `kind` ("a model"), kept for `did_you_mean`."""
+    BLOCKS[kind] = names
+    return names
+
+
+def _blocks_taking(name: str) -> str:
+    """The kinds of declaration that take attribute `name` ("a model or a role"), "" for none."""
+    found = [kind for kind, names in BLOCKS.items() if name in names]
+    return ", ".join(found[:-1]) + " or " + found[-1] if len(found) > 1 else "".join(found)
 
 
 def shown(text: str, width: int = 40) -> str:

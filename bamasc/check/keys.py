@@ -7,7 +7,7 @@ name of the variable that holds it.
 
 from __future__ import annotations
 
-from bamasc.check.attributes import LIMITS_HINT, Attributes, describe, did_you_mean, shown
+from bamasc.check.attributes import LIMITS_HINT, Attributes, declares, describe, did_you_mean, shown
 from bamasc.check.env import env_secret
 from bamasc.diagnostics import Diagnostic, Note, error
 from bamasc.limits import MAX_BUDGET, MAX_WINDOW_BUDGET, written
@@ -15,8 +15,8 @@ from bamasc.program import KEY_ON_EXHAUSTED, WINDOW_PERIODS, Key, Program, Team,
 from bamasc.source import Span
 from bamasc.syntax import ast
 
-KEY_ATTRIBUTES = ("secret", "team", "scope_budget", "budgets", "models", "on_exhausted")
-TEAM_ATTRIBUTES = ("budgets",)
+KEY_ATTRIBUTES = declares("a key", ("secret", "team", "scope_budget", "budgets", "models", "on_exhausted"))
+TEAM_ATTRIBUTES = declares("a team", ("budgets",))
 SECRET_EXAMPLE = 'secret = env("SUPPORT_BOT_KEY")'
 WINDOW_EXAMPLE = 'window($50, "1d")'
 # How each period reads in a hint: `1m` is a minute, and a month is `1mo`.

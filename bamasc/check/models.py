@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bamasc.check.attributes import Attributes, out_of_range, shown
+from bamasc.check.attributes import Attributes, declares, out_of_range, shown
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.env import env_secret
 from bamasc.check.latency import read_latency
@@ -23,10 +23,10 @@ API_KEY_EXAMPLE = 'api_key = env("PROVIDER_API_KEY")'
 # `scheme://userinfo@`: a user name or password written into the URL.
 USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]*)@")
 
-MODEL_ATTRIBUTES = (
+MODEL_ATTRIBUTES = declares("a model", (
     "provider", "name", "price", "tier", "base_url", "api_key",
     "max_output", "context", "tokenizer", "quality", "latency", "rate_limit", *DECODING_ATTRIBUTES,
-)
+))
 
 
 def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:

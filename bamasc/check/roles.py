@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bamasc.check.attributes import Attributes, out_of_range
+from bamasc.check.attributes import Attributes, declares, out_of_range
 from bamasc.check.decoding import DECODING_ATTRIBUTES, read_decoding
 from bamasc.check.tools import ROLE_TOOL_ATTRIBUTES, read_tool_use
 from bamasc.limits import MAX_WEIGHT
@@ -10,7 +10,8 @@ from bamasc.program import READS, Role
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.syntax import ast
 
-ROLE_ATTRIBUTES = ("prompt", "system", "max_output", "reads", "weight", *DECODING_ATTRIBUTES, *ROLE_TOOL_ATTRIBUTES)
+ROLE_ATTRIBUTES = declares("a role", ("prompt", "system", "max_output", "reads", "weight", *DECODING_ATTRIBUTES,
+                                      *ROLE_TOOL_ATTRIBUTES))
 
 
 def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:

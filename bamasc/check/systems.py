@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bamasc.check.attributes import LIMITS_HINT, Attributes, out_of_range, shown
+from bamasc.check.attributes import LIMITS_HINT, Attributes, declares, out_of_range, shown
 from bamasc.check.latency import read_deadline
 from bamasc.program import (
     ANSWER_KINDS,
@@ -22,11 +22,11 @@ from bamasc.records import as_dict
 from bamasc.source import Span
 from bamasc.syntax import ast
 
-SYSTEM_ATTRIBUTES = (
+SYSTEM_ATTRIBUTES = declares("a system", (
     "models", "topologies", "budget", "budgets", "task_tokens",
     "min_agents", "answer", "select", "on_exhausted", "reward", "deadline", "budget_check",
     "objective",
-)
+))
 REWARD_ATTRIBUTES = ("success", "failure", "overflow", "efficiency", "infeasible", "task_weight", "budget_weight")
 REWARD_WEIGHTS = ("task_weight", "budget_weight")
 

@@ -7,7 +7,7 @@ checks that each tool a role names exists with a compatible schema.
 
 from __future__ import annotations
 
-from bamasc.check.attributes import LIMITS_HINT, Attributes, did_you_mean, out_of_range, shown
+from bamasc.check.attributes import LIMITS_HINT, Attributes, declares, did_you_mean, out_of_range, shown
 from bamasc.check.latency import seconds_value
 from bamasc.combinators.tools import build_loop
 from bamasc.diagnostics import Diagnostic, Note, error, warning
@@ -20,7 +20,7 @@ from bamasc.syntax import ast
 
 COMMON_ATTRIBUTES = ("python", "mcp", "max_result", "timeout", "price", "max_spec")
 KIND_ATTRIBUTES = {"python": ("description", "parameters"), "mcp": ("allow",)}
-TOOL_ATTRIBUTES = COMMON_ATTRIBUTES + KIND_ATTRIBUTES["python"] + KIND_ATTRIBUTES["mcp"]
+TOOL_ATTRIBUTES = declares("a tool", COMMON_ATTRIBUTES + KIND_ATTRIBUTES["python"] + KIND_ATTRIBUTES["mcp"])
 ROLE_TOOL_ATTRIBUTES = ("tools", "max_tool_rounds", "max_tool_calls", "output")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bamasc.combinators.requests import EVERY, Decision, FlowValue, Walk
 from bamasc.combinators.base import Combinator, call_names, register, combinator_of
+from bamasc.combinators.route_names import check_route_names
 from bamasc.diagnostics import Diagnostic, Note, error, warning
 from bamasc.syntax import ast
 
@@ -60,6 +61,14 @@ class Route(Combinator):
     def parts(self, node: ast.Route) -> list:
         """The router's call and the parts of each branch."""
         return [node.call, *(part for branch in node.branches for part in combinator_of(branch.expr).parts(branch.expr))]
+
+    def lint(self, node: ast.Route, roles: dict) -> list[Diagnostic]:
+        """Branches the router will never name and values of its output enum no branch takes
+        (combinators/route_names.py); then the routes inside the branches."""
+        found = check_route_names(node, roles.get(node.call.slot))
+        for branch in node.branches:
+            found += combinator_of(branch.expr).lint(branch.expr, roles)
+        return found
 
     def occurrences(self, node: ast.Route):
         return [*call_names(node.call), *(name for branch in node.branches for name in combinator_of(branch.expr).occurrences(branch.expr))]

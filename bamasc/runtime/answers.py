@@ -9,7 +9,8 @@ branch a router named, which draft wins a vote, and the reference's tests.
 from __future__ import annotations
 
 from bamasc.runtime import reference_mode
-from bamasc.runtime.extract import MalformedPlan, approved, card_choice, chosen_branch, majority
+from bamasc.combinators.route_names import chosen_branch
+from bamasc.runtime.extract import MalformedPlan, approved, card_choice, majority
 from bamasc.metering.refusals import BudgetExhausted
 from bamasc.runtime.outcomes import TaskError
 

@@ -219,19 +219,6 @@ def _last(items: list[str]) -> str | None:
     return items[-1] if items else None
 
 
-def chosen_branch(text: str, branches: tuple[str, ...], fallback: str | None) -> str | None:
-    """The branch a router's output names: of the branch names it holds as words (any case),
-    the one it writes first (the first declared on a tie); `fallback` when it names none."""
-    first: tuple[int, str] | None = None
-    for name in branches:
-        if name == fallback:
-            continue
-        found = re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text, re.IGNORECASE)
-        if found and (first is None or found.start() < first[0]):
-            first = (found.start(), name)
-    return first[1] if first else fallback
-
-
 def majority(answer: str, outputs: list):
     """The output whose extracted answer most outputs share (each has `text` and `tier`); a tie
     goes to the answer with the stronger (lower) tier, and within the group to its strongest output."""

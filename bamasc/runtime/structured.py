@@ -122,47 +122,73 @@ def _malformed(detail: str) -> ProviderError:
 
 # ------------------------------------------------------------ offline answers
 
-def example_answer(schema: dict, size: int = 0) -> str | None:
+def example_answer(schema: dict, size: int = 0, prefer=None, word: str = "") -> str | None:
     """A small JSON value held to `schema`, padded with trailing spaces to `size` UTF-8 bytes (JSON allows
     them), for offline providers: the fake's verbose mode fills the cap with it. None when no value this
-    simple fits (a `pattern`, `format` or `not` it cannot meet)."""
+    simple fits (a `pattern`, `format` or `not` it cannot meet). `prefer` (a test of a part's JSON text)
+    picks among the schema's choices: the enum value, `anyOf` branch or optional property it accepts,
+    where one does; a free string is `word` (padded to its minLength). A router's fake reply names the
+    branch it is asked to take this way, whatever values its schema lists."""
+    choose = _Choice(prefer, word)
     try:
-        value = _simplest(schema, 0)
+        value = choose.simplest(schema, 0)
         if any(True for _ in validator(canonical_json(schema)).iter_errors(value)):
-            return None
+            value = _Choice(None, "").simplest(schema, 0) if prefer is not None else None
+            if value is None or any(True for _ in validator(canonical_json(schema)).iter_errors(value)):
+                return None
     except (ProviderError, TypeError, ValueError, AttributeError, RecursionError):  # a schema it cannot read
         return None
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text + " " * max(size - len(text.encode("utf-8")), 0)
 
 
-def _simplest(schema, depth: int):
-    """The simplest value of a JSON Schema: its const or first enum, else the least its type allows."""
-    if not isinstance(schema, dict) or depth > 32:
-        return None
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf"):
-        if schema.get(key):
-            return _simplest(schema[key][0], depth + 1)
-    if schema.get("allOf"):
-        merged = {key: value for part in schema["allOf"] if isinstance(part, dict) for key, value in part.items()}
-        return _simplest({**merged, **{k: v for k, v in schema.items() if k != "allOf"}}, depth + 1)
-    kind = schema.get("type", "object" if "properties" in schema else "null")
-    if isinstance(kind, list):
-        kind = kind[0] if kind else "null"
-    if kind == "object":
-        properties = schema.get("properties", {})
-        return {name: _simplest(properties.get(name, {}), depth + 1) for name in schema.get("required", ())}
-    if kind == "array":
-        return [_simplest(schema.get("items", {}), depth + 1)] * int(schema.get("minItems", 0))
-    if kind == "string":
-        return "x" * int(schema.get("minLength", 0))
-    if kind in ("integer", "number"):
-        low = schema.get("minimum", schema.get("exclusiveMinimum", 0) + (1 if "exclusiveMinimum" in schema else 0))
-        high = schema.get("maximum")
-        value = low if high is None or low <= high else high
-        return int(value) if kind == "integer" else value
-    return False if kind == "boolean" else None
+class _Choice:
+    """The simplest value of a JSON Schema: its const or first enum, else the least its type allows;
+    among choices, the first `prefer` accepts."""
+
+    def __init__(self, prefer, word: str) -> None:
+        self.prefer = prefer
+        self.word = word
+
+    def _accepts(self, value) -> bool:
+        return self.prefer is not None and self.prefer(json.dumps(value, ensure_ascii=False))
+
+    def _first(self, values):
+        return next((value for value in values if self._accepts(value)), values[0])
+
+    def simplest(self, schema, depth: int):
+        if not isinstance(schema, dict) or depth > 32:
+            return None
+        if "const" in schema:
+            return schema["const"]
+        if schema.get("enum"):
+            return self._first(schema["enum"])
+        for key in ("anyOf", "oneOf"):
+            if schema.get(key):
+                return self._first([self.simplest(option, depth + 1) for option in schema[key]])
+        if schema.get("allOf"):
+            merged = {key: value for part in schema["allOf"] if isinstance(part, dict) for key, value in part.items()}
+            return self.simplest({**merged, **{k: v for k, v in schema.items() if k != "allOf"}}, depth + 1)
+        kind = schema.get("type", "object" if "properties" in schema else "null")
+        if isinstance(kind, list):
+            kind = kind[0] if kind else "null"
+        if kind == "object":
+            properties = schema.get("properties", {})
+            required = set(schema.get("required", ()))
+            found = {name: self.simplest(properties.get(name, {}), depth + 1) for name in properties if name not in required}
+            value = {name: self.simplest(properties.get(name, {}), depth + 1) for name in schema.get("required", ())}
+            value.update({name: part for name, part in found.items() if self._accepts(part)})
+            return value
+        if kind == "array":
+            return [self.simplest(schema.get("items", {}), depth + 1)] * int(schema.get("minItems", 0))
+        if kind == "string":
+            least = int(schema.get("minLength", 0))
+            text = self.word + " " * max(least - len(self.word), 0) if self.word else "x" * least
+            maximum = schema.get("maxLength")
+            return text if maximum is None or len(text) <= int(maximum) else "x" * least
+        if kind in ("integer", "number"):
+            low = schema.get("minimum", schema.get("exclusiveMinimum", 0) + (1 if "exclusiveMinimum" in schema else 0))
+            high = schema.get("maximum")
+            value = low if high is None or low <= high else high
+            return int(value) if kind == "integer" else value
+        return False if kind == "boolean" else None

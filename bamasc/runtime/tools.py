@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from bamasc.combinators.tools import spec_bytes
 from bamasc.extras import Extra, require
 from bamasc.records import record
+from bamasc.runtime.tool_children import Children
+from bamasc.runtime.tool_process import running
 from bamasc.runtime.tool_python import (
     ToolDefinitionError,
     derive_parameters,
@@ -96,6 +98,7 @@ class ToolSet:
         self._names = model_names(python, mcp)  # reference -> the name the model sees
         self._entries: dict[str, _Entry] = {}  # by the name the model sees
         self._servers: dict = {}  # server name -> McpServer
+        self._children = Children()  # what python tools started, stopped with the tools
         self._started = False
 
     async def __aenter__(self) -> ToolSet:
@@ -133,7 +136,9 @@ class ToolSet:
             raise ToolStartError(problems)
 
     async def close(self) -> None:
-        """Stop every MCP server (their whole process groups); waits for that even when cancelled."""
+        """Stop every MCP server (their whole process groups) and every process a python tool started
+        (runtime/tool_children.py); waits for that even when cancelled."""
+        self._children.stop()
         servers, self._servers = list(self._servers.values()), {}
         if not servers:
             return
@@ -223,7 +228,8 @@ class ToolSet:
             return shape_result(value, decl.max_result)
 
         async def invoke(arguments: dict, limit: int):
-            return await run_python(function, asynchronous, arguments, float(decl.timeout_s), shape)
+            with self._children.during(ignore={server.pid for server in running()}):
+                return await run_python(function, asynchronous, arguments, float(decl.timeout_s), shape)
 
         self._entries[spec.name] = _Entry(spec, decl, validator, invoke)
         return []

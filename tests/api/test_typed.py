@@ -7,6 +7,7 @@ import inspect
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import typing
 
@@ -42,7 +43,7 @@ def test_mypy_catches_misuse_of_the_public_types(tmp_path):
         result = plan.run_sync("task")
         total: int = result.answer
         bamasc.providers.fake(mode=3)
-        plan.bound.real
+        plan.templates[0].bound.real
         """), encoding="utf-8")
     done = _mypy(str(wrong))
     assert done.returncode == 1
@@ -87,3 +88,30 @@ def test_py_typed_ships_with_the_package():
     assert os.path.isfile(os.path.join(ROOT, "bamasc", "py.typed"))
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as handle:
         assert '"bamasc" = ["py.typed"]' in handle.read()
+
+
+@needs_mypy
+def test_a_typed_script_passes_mypy_strict_against_an_editable_install(tmp_path):
+    """docs/python.md's editable install (`--config-settings editable_mode=compat`): mypy, run from another
+    folder without PYTHONPATH, finds the package and its py.typed. (Setuptools' default editable mode maps
+    the package through an import hook, which mypy does not run: it then finds no `bamasc` at all.)"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env_dir = tmp_path / "env"
+    # Without a pip (and the older setuptools it brings) of its own: this environment's builds the package.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, env=env)
+    python = str(env_dir / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, env=env).stdout.strip()
+    # This environment's packages (setuptools, mypy, the dependencies) after the new one's own.
+    with open(os.path.join(site, "outer.pth"), "w", encoding="utf-8") as handle:
+        handle.write(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-e", ROOT, "--config-settings", "editable_mode=compat"],
+                   check=True, env=env, cwd=tmp_path, timeout=600)
+    script = tmp_path / "elsewhere" / "script.py"
+    script.parent.mkdir()
+    script.write_text(open(os.path.join(ROOT, "tests", "api", "typed_example.py"), encoding="utf-8").read())
+    done = subprocess.run([python, "-m", "mypy", "--strict", "--no-incremental", "--follow-imports=silent", "script.py"],
+                          cwd=script.parent, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found" in done.stdout

@@ -12,6 +12,10 @@ def cheapest_ok(results: list[bamasc.Result]) -> float:
     return min(costs) if costs else 0.0
 
 
+def worst_case(plan: bamasc.Plan) -> float:
+    return plan.bound  # a plan always has one: no `None` to rule out
+
+
 def describe(template: bamasc.Template) -> str:
     seats = ", ".join(f"{seat.slot}[{seat.instance}]={seat.model}" for seat in template.binding)
     bound = "infeasible" if template.bound is None else f"{template.bound:.1f} µ$"
@@ -27,7 +31,7 @@ async def main(path: str) -> None:
         return
     warnings: tuple[bamasc.Diagnostic, ...] = program.diagnostics
     plan: bamasc.Plan = program.compile(system=program.systems[0], budget=2000)
-    bound: float | None = plan.bound
+    bound: float = worst_case(plan)
     print(len(warnings), bound, [describe(t) for t in plan.templates])
     plan.save("plan.json")
     plan = bamasc.Plan.load("plan.json")

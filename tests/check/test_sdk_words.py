@@ -29,3 +29,21 @@ def test_an_sdk_word_in_a_model_points_at_its_base_url(tmp_path):
                     encoding="utf-8")
     found = [d for d in lint_file(str(path))[2] if d.code == "BAM106"]
     assert len(found) == 1 and found[0].hint.startswith("did you mean 'base_url'?")
+
+
+@pytest.mark.parametrize("block, word, where", [
+    ("system", "temperature = 0.2", "a model or a role"),
+    ("system", "max_output = 100", "a model or a role"),
+    ("role", "budget = 100", "a system"),
+    ("role", "tier = 2", "a model"),
+])
+def test_an_attribute_of_another_block_says_where_it_belongs(tmp_path, block, word, where):
+    """`temperature` in a system is not a misspelling of `template` or `task_tokens`: it belongs in a model or a role."""
+    role = 'role R {\n  prompt = "{{task}}"\n  max_output = 10\n' + (f"  {word}\n" if block == "role" else "") + "}\n"
+    rest = ('topology t {\n  slot r : R [1..1]\n  flow { a = r(task)  answer a }\n}\n'
+            'system s {\n  models = [m]\n  topologies = [t]\n  budget = 1000\n  task_tokens = 10\n'
+            + (f"  {word}\n" if block == "system" else "") + "}\n")
+    path = tmp_path / "misplaced.bam"
+    path.write_text(MODEL + role + rest, encoding="utf-8")
+    found = [d for d in lint_file(str(path))[2] if d.code == "BAM106"]
+    assert [d.hint for d in found] == [f"'{word.split()[0]}' is an attribute of {where}, not of this block: move it there"]

@@ -111,3 +111,62 @@ def test_the_dry_run_takes_the_branch_whose_answer_read_later_makes_the_worst_ca
     assert worst.cost == pytest.approx(7310.0, rel=1e-9)
     (decision,) = template.decisions
     assert decision.worst_case_branch == "deep"
+
+
+ENUM_ROUTER = """
+model m {
+  provider = fake
+  name     = "steady"
+  price    { input = 1.0  output = 4.0 }
+  tier     = 1
+}
+role Triage {
+  max_output = 40
+  prompt     = "Which team: refund, billing or technical? {{task}}"
+  output     = json(\"\"\"{"type": "object", "required": ["team"], "additionalProperties": false,
+                      "properties": {"team": {"enum": ["refund", "billing", "technical"]}}}\"\"\")
+}
+role Short {
+  max_output = 20
+  prompt     = "Answer: {{task}}"
+}
+role Long {
+  max_output = 900
+  prompt     = "Answer at length: {{task}}"
+}
+topology t {
+  slot triage : Triage [1..1]
+  slot short  : Short  [1..1]
+  slot long   : Long   [1..1]
+  flow {
+    answer route triage(task) {
+      refund:    short(task)
+      billing:   short(task)
+      technical: long(task)
+      otherwise: short(task)
+    }
+  }
+}
+system s {
+  models      = [m]
+  topologies  = [t]
+  budget      = 100000
+  task_tokens = 50
+}
+"""
+
+
+def test_the_dry_run_takes_the_costliest_branch_whatever_the_routers_output_enum(tmp_path):
+    """The schema's first value (`refund`) is a cheap branch; the verbose fake still names `technical`, the
+    costliest, in a reply held to the schema, and the dry run is charged the bound: the router plus that branch."""
+    pytest.importorskip("jsonschema")
+    result = _compiled(tmp_path, ENUM_ROUTER)
+    worst, template = _run(result, "verbose", 0, "x" * 50)
+    assert worst.status == "ok", worst
+    (decision,) = template.decisions
+    assert decision.worst_case_branch == "technical"
+    assert worst.cost == pytest.approx(template.worst_case_cost, rel=1e-9)
+    assert worst.calls == 2  # the router, then the one branch
+    for seed in range(8):  # random mode: any branch or none the schema allows, never over the bound
+        outcome, _ = _run(result, "random", seed, "x" * 50)
+        assert outcome.status == "ok" and outcome.cost <= template.worst_case_cost + 1e-6

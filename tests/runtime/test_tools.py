@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -465,3 +466,28 @@ def test_a_process_that_ignores_sigterm_and_its_stdin_is_killed(no_leftover_proc
 
     assert child_run(code, body) == b"ready"
     assert tool_process.running() == []
+
+
+def test_the_processes_a_python_tool_starts_end_with_the_run():
+    """A tool that starts a process which starts another, and returns: neither outlives the tools' stop."""
+    from tests.runtime.processes import SETTLE_LIMIT_S, alive, descendants, left_after
+
+    before = descendants()
+    seen: dict[str, set[int]] = {}
+
+    async def body(toolset):
+        result = await toolset.call("spawns", "{}")
+        child = int(result.text)
+        while not descendants(child):  # the grandchild has started (no time limit: the test's own)
+            await asyncio.sleep(0.01)
+        seen["pids"] = {child} | descendants(child)
+        return result
+
+    assert run([tool("spawns")], body).error is None
+    assert len(seen["pids"]) == 2
+    # Killed: no longer alive (a zombie counts as ended), and nothing new is left below this process.
+    assert left_after(before) == []
+    deadline = time.monotonic() + SETTLE_LIMIT_S  # a kill takes a moment to land; no assertion on how long
+    while any(alive(pid) for pid in seen["pids"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in seen["pids"] if alive(pid)] == []

@@ -16,6 +16,7 @@ import hashlib
 import json
 import random
 import re
+from bamasc.combinators.route_names import chosen_branch
 from bamasc.combinators.tools import output_schema_tokens
 from bamasc.runtime.providers.base import (
     ERROR_KINDS,
@@ -137,9 +138,9 @@ class FakeProvider:
         # What the caller asked is in its own messages (a tool loop's answers to tool calls come after them).
         expect = plain_expect(expect)
         messages = [message for message in messages if message.role in ("system", "user")] or messages
-        held = None if output_schema is None or self.reply is not None else example_answer(
+        held = None if output_schema is None or self.reply is not None else _held_reply(
             output_schema, max_tokens if self.mode == "verbose" else rng.randint(0, max_tokens) if self.mode == "random"
-            else 0)
+            else 0, expect, self.mode, rng)
         if held is not None:  # a reply held to the role's output schema, at its full cap in verbose mode
             text = held
         elif self.reply is not None:
@@ -179,6 +180,18 @@ class FakeProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def _held_reply(schema: dict, size: int, expect: str, mode: str, rng: random.Random) -> str | None:
+    """A reply held to a role's output schema. A router's names the branch its mode takes (the
+    costliest, or in random mode any or none) where the schema allows one that does, as a plain
+    reply would: the dry run's worst case is the costliest branch whatever values the schema lists."""
+    branches = expected_branches(expect)
+    if branches is None:
+        return example_answer(schema, size)
+    target = rng.choice(branches if "" in branches else [*branches, ""]) if mode == "random" else branches[0]
+    return example_answer(schema, size, prefer=lambda text: chosen_branch(text, tuple(branches), "") == target,
+                          word=target)
 
 
 def _asks(prompt: str, expect: str) -> str:
