@@ -130,6 +130,18 @@ def endpoint(model) -> str | None:
     return model.base_url or (found.base_url if found is not None else None)
 
 
+def server_address(url: object) -> tuple[str, int] | None:
+    """The host and port an http(s) URL reaches (the scheme's port when it names none); None for anything else."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(str(url))
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:
+        return None
+    return (parts.hostname, port) if parts.hostname and port else None
+
+
 def at_vendor(model) -> bool:
     """Whether a model is served by its provider's own host (`key_host`), where its name says which model bills."""
     found = lookup(model.provider)

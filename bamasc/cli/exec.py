@@ -24,7 +24,8 @@ def add_parser(commands) -> None:
     execute.add_argument("--template", help="run this template instead of the selected one")
     execute.add_argument("--trace", metavar="JSONL", help="append one line per call and per task here")
     execute.add_argument("--otlp", metavar="URL",
-                         help="send the run's calls as OpenTelemetry spans to this OTLP/HTTP collector when it ends")
+                         help="send the run's calls as OpenTelemetry spans to this OTLP/HTTP collector when it ends "
+                              "(its base URL, e.g. http://127.0.0.1:4318, or its /v1/traces endpoint)")
     cli_args.add_run_options(execute, "--concurrency")
     execute.add_argument("--resume", action="store_true",
                          help="with --trace: skip tasks finished in the trace, continue the others with what they spent")

@@ -15,10 +15,13 @@ def add_parser(commands) -> None:
     export = actions.add_parser("export", help="export a trace as OpenTelemetry spans (GenAI semantic conventions)")
     export.add_argument("trace", metavar="TRACE", help="a trace JSONL written by exec --trace")
     target = export.add_mutually_exclusive_group(required=True)
-    target.add_argument("--otlp", metavar="URL", help="send the spans to an OTLP/HTTP collector (e.g. http://127.0.0.1:4318/v1/traces)")
+    target.add_argument("--otlp", metavar="URL",
+                        help="send the spans to this OTLP/HTTP collector: its base URL (e.g. http://127.0.0.1:4318; "
+                             "/v1/traces is added) or its traces endpoint")
     target.add_argument("-o", "--output", metavar="JSON", help="write the spans here as OTLP/JSON")
     export.add_argument("--plan", metavar="FILE|PLAN",
-                        help="the .bam file or plan the trace ran: adds each call's provider and requested max_tokens")
+                        help="the .bam file or plan the trace ran: adds each call's requested max_tokens (and its "
+                             "provider and model id, for a trace written before it named them)")
     export.add_argument("--system", help="with a .bam --plan: the system to compile")
     export.set_defaults(run=run)
 
@@ -29,9 +32,8 @@ def run(args) -> int:
         return report.return_code
     if args.output and not inputs.writable(report, args.output, "the spans"):
         return report.return_code
-    from bamasc.runtime.otel import (
-        ExportError, OtelMissing, build_spans, check_url, export_otlp, read_records, require, spans_json,
-    )
+    from bamasc.runtime.otel import ExportError, OtelMissing, build_spans, read_records, require
+    from bamasc.runtime.otlp import export_otlp, spans_json, traces_url
     from bamasc.runtime.trace import TraceError
 
     try:
@@ -39,9 +41,10 @@ def run(args) -> int:
     except OtelMissing as problem:
         output.failure(report, problem)
         return report.return_code
+    url = None
     if args.otlp:
         try:
-            check_url(args.otlp)
+            url = traces_url(args.otlp)
         except ExportError as problem:
             output.usage(report, problem)
             return report.return_code
@@ -54,9 +57,9 @@ def run(args) -> int:
 
     try:
         spans = build_spans(read_records(args.trace), program, plan)
-        if args.otlp:
-            export_otlp(spans, args.otlp)
-            print(f"{len(spans)} spans sent to {args.otlp}")
+        if url:
+            export_otlp(spans, url)
+            print(f"{len(spans)} spans sent to {url}")
         else:
             text = spans_json(spans)
             try:
@@ -102,12 +105,13 @@ class LiveExport:
     @classmethod
     def start(cls, report: Report, url: str, trace_path: str | None):
         """A LiveExport ready for the run, or None once a problem is reported (the extra missing, a bad trace)."""
-        from bamasc.runtime.otel import ExportError, OtelMissing, check_url, read_records, require
+        from bamasc.runtime.otel import ExportError, OtelMissing, read_records, require
+        from bamasc.runtime.otlp import traces_url
         from bamasc.runtime.trace import TraceError
 
         try:
             require()
-            check_url(url)
+            url = traces_url(url)
         except ExportError as problem:
             output.usage(report, problem)
             return None
@@ -125,7 +129,8 @@ class LiveExport:
 
     def finish(self, report: Report, program, plan) -> None:
         """Send this run's spans; a collector that does not take them is reported (exit 1)."""
-        from bamasc.runtime.otel import ExportError, build_spans, export_otlp, read_records
+        from bamasc.runtime.otel import ExportError, build_spans, read_records
+        from bamasc.runtime.otlp import export_otlp
         from bamasc.runtime.trace import TraceError
 
         try:

@@ -85,6 +85,19 @@ class Attempt:
         return self.max_tokens < self.cap
 
 
+def model_names(model) -> dict:
+    """How a trace line names an attempt's model besides its name in the config: its `provider` and the vendor's
+    `model_id` the request carries (what tools that price calls look up)."""
+    return {"provider": model.provider, "model_id": model.model_id}
+
+
+def reply_names(reply) -> dict:
+    """What a provider's reply said of itself, each only where it gave it: `response_id`, `response_model`,
+    `finish_reason` (a Completion's; an HTTP answer the proxy passed on has none)."""
+    found = {field: getattr(reply, field, None) for field in ("response_id", "response_model", "finish_reason")}
+    return {field: value for field, value in found.items() if isinstance(value, str) and value}
+
+
 class Admission:
     """One link. Each method may be left out: the default admits, settles and releases nothing."""
 

@@ -12,9 +12,10 @@ What the upstream answered is on the attempt (`attempt.reply.status`).
 
 from __future__ import annotations
 
-from bamasc.metering.admission import Admission, Attempt
+from bamasc.metering.admission import Admission, Attempt, model_names
 from bamasc.metering.afford import Cost, bill
 from bamasc.prices import Pricing, Usage
+from bamasc.provider_registry import endpoint, server_address
 
 
 class ScopeLink(Admission):
@@ -36,20 +37,31 @@ class ScopeLink(Admission):
         status = _status(attempt)
         if usage is None:  # the outcome is unknown: the upstream may have billed it all
             attempt.charged = hold.amount
-            await self.ledger.close(hold, hold.amount, {"status": status, "outcome": "kept", "error": attempt.error})
+            await self.ledger.close(hold, hold.amount, {"status": status, "outcome": "kept", "error": attempt.error,
+                                                        **_sent_to(attempt)})
             return
         found = bill(self.pricing, usage, hold.model, attempt.prompt_tokens, hold.tokens * attempt.choices,
                      hold.amount)
         attempt.usage, attempt.charged, attempt.rates = usage, found.charge, found.rates
         record = {"status": status, "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                  "cached_tokens": usage.cached_tokens, "outcome": "settled"}
+                  "cached_tokens": usage.cached_tokens, "outcome": "settled", **_sent_to(attempt)}
         if found.overbilled:
             attempt.error = record["error"] = f"overbilled: {found.overbilled}"
         await self.ledger.close(hold, found.charge, record, found.overbilled)
 
     async def release(self, attempt: Attempt) -> None:
         attempt.charged = 0.0
-        await self.ledger.close(attempt.reservation, 0.0, {"status": _status(attempt), "outcome": "released"})
+        await self.ledger.close(attempt.reservation, 0.0, {"status": _status(attempt), "outcome": "released",
+                                                           **_sent_to(attempt)})
+
+
+def _sent_to(attempt: Attempt) -> dict:
+    """The call line's names of the model (`provider`, `model_id`) and of the upstream it was forwarded to."""
+    found = model_names(attempt.model)
+    server = server_address(endpoint(attempt.model))
+    if server is not None:
+        found.update(server_address=server[0], server_port=server[1])
+    return found
 
 
 def _status(attempt: Attempt) -> int | None:
@@ -67,7 +79,7 @@ class RefusalLines:
     def __call__(self, event: str, attempt: Attempt) -> None:
         if event == "refused":
             epoch = getattr(self.ledger, "epoch", None)  # a shared ledger's lines name the ledger they were under
-            self.ledger.trace.call({"task_id": self.scope, "model": attempt.model.name,
+            self.ledger.trace.call({"task_id": self.scope, "model": attempt.model.name, **model_names(attempt.model),
                                     "prompt_tokens": attempt.prompt_tokens, "completion_tokens": 0, "reserved": 0.0,
                                     "charged": 0.0, "skipped": True, "outcome": "refused", "error": attempt.error,
                                     **({"epoch": epoch} if epoch else {})})

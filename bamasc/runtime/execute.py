@@ -271,6 +271,8 @@ def settle_interrupted(trace: TraceWriter, task_id: str, ledger: TaskLedger | No
                 "node": reservation.get("node"),
                 "role": None,
                 "model": reservation.get("model"),
+                # What the reserve line names of the model (lines written before they were kept name neither).
+                **{key: reservation[key] for key in ("provider", "model_id") if key in reservation},
                 "prompt_tokens": 0,
                 "completion_tokens": 0,
                 "reserved": reservation["reserved"],

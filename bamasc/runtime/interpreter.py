@@ -296,7 +296,10 @@ class TaskRun:
             return reference_mode.reserve_options(self.guard, attempt.request)
 
         links = (DeadlineLink(self.clock), BudgetLink(self.guard, options), PaceLink(self.limiter, model))
-        return Admissions(links, () if self.trace is None else (AttemptLines(self.trace, self.task_id),))
+        if self.trace is None:
+            return Admissions(links, ())
+        server = getattr(self.providers.get(model.name), "server", None)  # where its requests go; None: nowhere
+        return Admissions(links, (AttemptLines(self.trace, self.task_id, server),))
 
     # ------------------------------------------------------------ the walk
 

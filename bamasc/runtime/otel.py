@@ -1,20 +1,23 @@
-"""OpenTelemetry spans of a trace's records, under the GenAI semantic conventions, exported over OTLP/HTTP or as JSON.
+"""OpenTelemetry spans of a trace's records, under the GenAI semantic conventions (runtime/otlp.py sends them).
 
 Per task run a span `invoke_workflow {template}`, per plan node in it a child
-`invoke_agent {role}`, per attempt a grandchild `chat {model}`. The trace
+`invoke_agent {role}`, per attempt a grandchild `chat {model id}`. The trace
 keeps each attempt's duration (`latency_ms`), not when it started, so the
 attempts of a task are laid end to end in trace order and the task ends at a
 given time: calls that ran in parallel are shown one after the other.
 
-The SDK (the `otel` extra) is imported by the functions that build or export
-spans, never when this module loads.
+Only the conventions' own attributes go under `gen_ai.` and `server.`, each
+with what the conventions mean by it: the vendor's model id, not the `.bam`
+name, so that a tool that prices spans prices them as bamasc did. A fact the
+trace does not hold (a response id in a trace written before they were kept)
+is left out, never made up. bamasc's own figures are under `bamasc.`.
+
+The SDK (the `otel` extra) is imported by the functions that build spans,
+never when this module loads.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
 import time
 
 from bamasc.rows import parse_lines
@@ -110,9 +113,11 @@ def _usd(micro: float) -> float:
 def build_spans(records: list[dict], program=None, plan=None, end_ns: int | None = None) -> list:
     """Finished SDK spans (ReadableSpan) for `records`; task runs laid end to end, the last ending at `end_ns` (now).
 
-    With `program` each chat span names the model's provider; with `plan`
-    (the plan the trace ran) its requested max_tokens, the node's output cap
-    (unknown when clamped), and each node's role where the trace has none.
+    The trace's lines name each call's provider and vendor model id; for a
+    trace written before they did, `program` (the program the trace ran)
+    names them. With `plan` (the plan the trace ran): each call's requested
+    max_tokens, the node's output cap (unknown when clamped), and each node's
+    role where the trace has none.
     """
     try:
         from opentelemetry import trace as otel_trace
@@ -142,26 +147,50 @@ def _duration_ns(call: dict) -> int:
     return int(round(latency * 1_000_000)) if isinstance(latency, (int, float)) and latency > 0 else 0
 
 
+def model_of(call: dict, program) -> tuple[str | None, str | None]:
+    """(provider, vendor model id) of an attempt: its line's, else the program's model of that `.bam` name;
+    None where neither says. A tool line names no model."""
+    provider, model_id = call.get("provider"), call.get("model_id")
+    name = call.get("model")
+    declared = getattr(program, "models", {}).get(name) if call.get("type") == "call" and isinstance(name, str) else None
+    if declared is not None:
+        provider = provider if isinstance(provider, str) else declared.provider
+        model_id = model_id if isinstance(model_id, str) else declared.model_id
+    return (provider if isinstance(provider, str) and provider else None,
+            model_id if isinstance(model_id, str) and model_id else None)
+
+
+def _one(values) -> str | None:
+    """The one value every item agrees on, None when they disagree or say nothing."""
+    found = {value for value in values if value is not None}
+    return found.pop() if len(found) == 1 else None
+
+
 def _task_span(tracer, otel_trace, run: list[dict], lengths: list[int], start: int, program, plan) -> int:
     """The spans of one task run from `start` (ns); returns when it ends."""
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     task = run[-1] if run[-1]["type"] == "task" else None
     calls = attempts(run)
+    models = [model_of(call, program) for call in calls]
     end = start + sum(lengths)
     template = task.get("template") if task else None
     nodes = _plan_nodes(plan, template)
-    attributes = {"gen_ai.operation.name": "invoke_workflow", "bamasc.task_id": run[0]["task_id"]}
+    attributes = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": template,
+                  "gen_ai.provider.name": _one(provider for provider, _ in models),  # one provider ran it all
+                  "bamasc.task_id": run[0]["task_id"]}
     if task is not None:
         attributes.update(_task_attributes(task))
     root = tracer.start_span(
         f"invoke_workflow {template}" if template else "invoke_workflow", kind=SpanKind.INTERNAL,
-        attributes=attributes, start_time=start,
+        attributes=_present(attributes), start_time=start,
     )
     if task is None:
         root.set_status(Status(StatusCode.ERROR, "no task line: the run ended before the task did"))
+        root.set_attribute("error.type", "interrupted")
     elif task.get("status") in FAILED_STATUSES or task.get("overran"):
         root.set_status(Status(StatusCode.ERROR, task.get("error") or task.get("status")))
+        root.set_attribute("error.type", "overran" if task.get("status") == "ok" else task["status"])
     # Each node's span covers its attempts, from the first one's start to the last one's end.
     starts, clock = [], start
     for length in lengths:
@@ -172,41 +201,49 @@ def _task_span(tracer, otel_trace, run: list[dict], lengths: list[int], start: i
         by_node.setdefault(call.get("node") or "?", []).append(index)
     root_context = otel_trace.set_span_in_context(root)
     for node_id, indices in by_node.items():
-        spans = [(calls[i], starts[i], starts[i] + lengths[i]) for i in indices]
-        _node_span(tracer, otel_trace.set_span_in_context, root_context, node_id, spans, program, nodes.get(node_id))
+        spans = [(calls[i], models[i], starts[i], starts[i] + lengths[i]) for i in indices]
+        _node_span(tracer, otel_trace.set_span_in_context, root_context, node_id, spans, nodes.get(node_id))
     root.end(end_time=end)
     return end
 
 
-def _node_span(tracer, in_context, parent, node_id: str, spans: list[tuple[dict, int, int]], program, node) -> None:
-    """The `invoke_agent` span of one plan node and a `chat` span per (attempt, start, end) under it."""
+def _node_span(tracer, in_context, parent, node_id: str, spans: list[tuple], node) -> None:
+    """The `invoke_agent` span of one plan node and, under it, a `chat` span per (attempt, model, start, end)
+    and an `execute_tool` span per tool call of its tool loop."""
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    role = next((call.get("role") for call, _, _ in spans if call.get("role")), None) or (node.role if node else None)
-    attributes = {"gen_ai.operation.name": "invoke_agent", "bamasc.node": node_id}
-    if role:
-        attributes["gen_ai.agent.name"] = role
+    role = next((call.get("role") for call, *_ in spans if call.get("role")), None) or (node.role if node else None)
+    # A node calls one model; its tool calls name none, and are that model's.
+    provider = _one(model[0] for call, model, *_ in spans if call.get("type") == "call")
+    model_id = _one(model[1] for call, model, *_ in spans if call.get("type") == "call")
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": role,
+                  "gen_ai.provider.name": provider, "gen_ai.request.model": model_id, "bamasc.node": node_id}
     agent = tracer.start_span(
         f"invoke_agent {role}" if role else "invoke_agent", context=parent, kind=SpanKind.INTERNAL,
-        attributes=attributes, start_time=spans[0][1],
+        attributes=_present(attributes), start_time=spans[0][2],
     )
     context = in_context(agent)
-    for call, start, end in spans:
-        tool = call.get("type") == "tool"
-        chat = tracer.start_span(
-            f"execute_tool {call.get('name')}" if tool else f"chat {call.get('model')}", context=context,
-            kind=SpanKind.INTERNAL if tool else SpanKind.CLIENT, start_time=start,
-            attributes=_tool_attributes(call) if tool else _chat_attributes(call, program, node),
-        )
+    for call, (call_provider, call_model), start, end in spans:
+        if call.get("type") == "tool":
+            name, kind, attributes = f"execute_tool {call.get('name')}", SpanKind.INTERNAL, _tool_attributes(call, provider)
+        else:
+            name = f"chat {call_model}" if call_model else "chat"
+            kind, attributes = SpanKind.CLIENT, _chat_attributes(call, call_provider, call_model, node)
+        span = tracer.start_span(name, context=context, kind=kind, start_time=start, attributes=_present(attributes))
         reason = _failure(call)
         if reason:
-            chat.set_attribute("error.type", _error_type(reason))
-            chat.set_status(Status(StatusCode.ERROR, reason))
-        chat.end(end_time=end)
+            span.set_attribute("error.type", _error_type(reason))
+            span.set_status(Status(StatusCode.ERROR, reason))
+        span.end(end_time=end)
     last = _failure(spans[-1][0])
     if last:  # the call failed: its last attempt did (earlier ones were retried)
+        agent.set_attribute("error.type", _error_type(last))
         agent.set_status(Status(StatusCode.ERROR, last))
-    agent.end(end_time=spans[-1][2])
+    agent.end(end_time=spans[-1][3])
+
+
+def _present(attributes: dict) -> dict:
+    return {key: value for key, value in attributes.items() if value is not None}
 
 
 def _failure(call: dict) -> str | None:
@@ -234,24 +271,34 @@ def _task_attributes(task: dict) -> dict:
             attributes[f"bamasc.{key}_micro_usd"] = float(value)
     if task.get("error"):
         attributes["bamasc.error"] = task["error"]
-    return {key: value for key, value in attributes.items() if value is not None}
+    return _present(attributes)
 
 
-def _tool_attributes(call: dict) -> dict:
-    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.get("name"),
-                  "bamasc.node": call.get("node"), "bamasc.round": call.get("round"),
-                  "bamasc.charged_micro_usd": float(call["charged"]), "bamasc.error": call.get("error")}
-    return {key: value for key, value in attributes.items() if value is not None}
+def _tool_attributes(call: dict, provider: str | None) -> dict:
+    call_id = call.get("call_id")
+    return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.get("name"),
+            "gen_ai.tool.call.id": call_id if isinstance(call_id, str) and call_id else None,
+            "gen_ai.provider.name": provider,  # the provider of the model that asked for the call
+            "bamasc.node": call.get("node"), "bamasc.round": call.get("round"),
+            "bamasc.charged_usd": _usd(call["charged"]), "bamasc.charged_micro_usd": float(call["charged"]),
+            "bamasc.error": call.get("error")}
 
 
-def _chat_attributes(call: dict, program, node) -> dict:
-    model = call.get("model")
+def _chat_attributes(call: dict, provider: str | None, model_id: str | None, node) -> dict:
+    reason = call.get("finish_reason")
+    port = call.get("server_port")
     attributes = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": model,
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model_id,
         "gen_ai.usage.input_tokens": call.get("prompt_tokens"),
         "gen_ai.usage.output_tokens": call.get("completion_tokens"),
-        "gen_ai.usage.cost": _usd(call["charged"]),
+        "gen_ai.response.id": _text(call.get("response_id")),
+        "gen_ai.response.model": _text(call.get("response_model")),
+        "gen_ai.response.finish_reasons": [reason] if _text(reason) else None,
+        "server.address": _text(call.get("server_address")),
+        "server.port": port if type(port) is int and 0 < port < 65536 else None,
+        "bamasc.model": call.get("model"),  # the model's name in the .bam
         "bamasc.reserved_usd": _usd(call.get("reserved") or 0),
         "bamasc.charged_usd": _usd(call["charged"]),
         "bamasc.reserved_micro_usd": float(call.get("reserved") or 0),
@@ -261,133 +308,17 @@ def _chat_attributes(call: dict, program, node) -> dict:
         "bamasc.attempt": call.get("attempt"),
         "bamasc.node": call.get("node"),
         "bamasc.rate_wait_s": call.get("rate_wait_s"),  # before the attempt, not part of its span
+        "bamasc.reservation": call.get("id") or None,
+        "bamasc.error": call.get("error") or None,
     }
-    if call.get("id"):
-        attributes["bamasc.reservation"] = call["id"]
-    if call.get("error"):
-        attributes["bamasc.error"] = call["error"]
-    if program is not None and model in getattr(program, "models", {}):
-        attributes["gen_ai.provider.name"] = program.models[model].provider
-    if node is not None and node.model == model and not call.get("clamped"):
+    # Of the input tokens, those read from and written to the provider's cache (billed at their own rates).
+    for key, field in (("cached_tokens", "cache_read"), ("cache_write_tokens", "cache_creation")):
+        if type(call.get(key)) is int and call[key] > 0:
+            attributes[f"gen_ai.usage.{field}.input_tokens"] = call[key]
+    if node is not None and node.model == call.get("model") and not call.get("clamped"):
         attributes["gen_ai.request.max_tokens"] = node.output_tokens
-    return {key: value for key, value in attributes.items() if value is not None}
+    return attributes
 
 
-def spans_json(spans: list) -> str:
-    """The spans as OTLP/JSON (an ExportTraceServiceRequest): the SDK's protobuf encoding in the
-    protobuf JSON mapping, with trace and span ids as hex, as OTLP/JSON writes them."""
-    from google.protobuf.json_format import MessageToDict
-
-    try:
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    except ImportError:
-        raise OtelMissing(INSTALL_HINT) from None
-    data = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for resource in data.get("resourceSpans", []):
-        for scope in resource.get("scopeSpans", []):
-            for span in scope.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = _hex(span[key])
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-
-def _hex(base64_text: str) -> str:
-    import base64
-
-    return base64.b64decode(base64_text).hex()
-
-
-def check_url(url: str) -> None:
-    """ExportError unless `url` is an http(s) URL with a host: checked before a run whose spans go there."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        # `port` raises ValueError for one out of range or not a number.
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
-    except ValueError:
-        usable = False
-    if not usable:
-        raise ExportError(f"cannot export the spans to {url}: not an http:// or https:// URL with a host and port "
-                          "(e.g. http://127.0.0.1:4318/v1/traces)")
-
-
-def export_otlp(spans: list, url: str, timeout: float | None = None) -> None:
-    """Send the spans to an OTLP/HTTP collector at `url` (the full path, e.g. .../v1/traces); ExportError if it did not take them."""
-    try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.trace.export import SpanExportResult
-    except ImportError:
-        raise OtelMissing(INSTALL_HINT) from None
-    check_url(url)
-    if not spans:
-        return
-    # The exporter logs its failures; they are caught here and told once, as one message.
-    heard = _Heard()
-    logger = logging.getLogger("opentelemetry")
-    saved = logger.propagate, logger.level
-    logger.addHandler(heard)
-    logger.propagate = False
-    logger.setLevel(logging.WARNING)
-    try:
-        exporter = OTLPSpanExporter(endpoint=url, timeout=timeout)
-        try:
-            result = exporter.export(spans)
-        finally:
-            exporter.shutdown()
-    except Exception as problem:  # a malformed URL, refused before any request
-        raise ExportError(f"cannot export the spans to {url}: {problem}") from None
-    finally:
-        logger.removeHandler(heard)
-        logger.propagate = saved[0]
-        logger.setLevel(saved[1])
-    if result is not SpanExportResult.SUCCESS:
-        cause = heard.os_reason() or _connect_problem(url) or heard.first()
-        reason = f": {cause}" if cause else ""
-        raise ExportError(f"cannot export the spans to {url} (is an OTLP/HTTP collector listening there?){reason}")
-
-
-class _Heard(logging.Handler):
-    """Keeps what the exporter logged, to name the cause of a failed export in one line."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.messages.append(record.getMessage())
-        except Exception:
-            pass
-
-    def os_reason(self) -> str | None:
-        """The operating system's reason (`[Errno 111] Connection refused`), if one was logged."""
-        for message in self.messages:
-            found = _OS_REASON.search(message)
-            if found:
-                return found.group(0)
-        return None
-
-    def first(self) -> str | None:
-        return self.messages[0].splitlines()[0][:300] if self.messages else None
-
-
-def _connect_problem(url: str) -> str | None:
-    """Why a TCP connection to the URL's host and port fails, or None: the exporter gives up
-    without logging the cause when its timeout leaves no room for a retry."""
-    import socket
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        with socket.create_connection((parts.hostname, port), timeout=2):
-            return None
-    except (OSError, ValueError, TypeError) as problem:
-        if isinstance(problem, OSError) and problem.errno is not None:
-            return f"[Errno {problem.errno}] {problem.strerror}"
-        return str(problem) or None
-
-
-_OS_REASON = re.compile(r"\[Errno -?\d+\] [^\"')]+")
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value else None

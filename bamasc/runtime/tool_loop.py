@@ -173,6 +173,7 @@ def _write(trace, task_id, node_id, number, line, call, result, reserved, charge
     trace.tool({
         "id": line, "task_id": task_id, "node": node_id, "round": number,
         "name": result.name if result is not None else _name(call.name),
+        "call_id": _name(call.id) if isinstance(call.id, str) and call.id else None,
         "arguments_bytes": content_bytes(_arguments_text(call.arguments)) if result is None else result.arguments_bytes,
         "result_bytes": 0 if result is None else result.result_bytes,
         "truncated": False if result is None else result.truncated,

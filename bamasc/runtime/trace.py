@@ -22,6 +22,7 @@ import json
 import math
 import os
 
+from bamasc.metering.admission import model_names, reply_names
 from bamasc.rows import RowError, drop_torn_line, parse_line
 from bamasc.secrets import redact
 from bamasc.words import show
@@ -88,16 +89,23 @@ class TraceWriter:
 
 class AttemptLines:
     """The trace's side of one task's attempts (metering/admission.py's events): the `reserve` line of an
-    attempt about to be sent, and the `call` line of one that ended or was refused."""
+    attempt about to be sent, and the `call` line of one that ended or was refused.
 
-    def __init__(self, trace, task_id: str):
+    Each line names the model three ways: its name in the `.bam` (`model`), its `provider` and the vendor's
+    id the request carries (`model_id`); a call line also says where the request went (`server_address`,
+    `server_port`: absent when no server answered, as for an offline provider, `--fake` or a cassette) and
+    what the reply said of itself (`response_id`, `response_model`, `finish_reason`)."""
+
+    def __init__(self, trace, task_id: str, server: tuple[str, int] | None = None):
         self.trace = trace  # a TraceWriter, or anything with its `reserve` and `call`
         self.task_id = task_id
+        self.server = server  # (host, port) the provider sends to
         self.ids: dict = {}  # the reserve line's id of each attempt in flight
 
     def __call__(self, event: str, attempt) -> None:
         if event == "started":
             line = {"task_id": self.task_id, "node": attempt.node.id, "model": attempt.model.name,
+                    **model_names(attempt.model),
                     "attempt": attempt.number, "reserved": round(attempt.reservation.amount, 6)}
             if attempt.round is not None:
                 line["round"] = attempt.round
@@ -114,6 +122,7 @@ class AttemptLines:
             "node": attempt.node.id,
             "role": attempt.node.role,
             "model": attempt.model.name,
+            **model_names(attempt.model),
             "prompt_tokens": attempt.prompt_tokens if usage is None else usage.prompt_tokens,
             "completion_tokens": 0 if usage is None else usage.completion_tokens,
             "reserved": round(attempt.reservation.amount, 6) if made else 0.0,
@@ -124,9 +133,12 @@ class AttemptLines:
             "skipped": not made,
             "error": attempt.error,
         }
+        if made and self.server is not None:
+            line.update(server_address=self.server[0], server_port=self.server[1])
         if usage is not None:  # a settled call shows the usage it was charged for and the rates (the tier) that applied
             line.update(cached_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
                         rates=attempt.rates.as_dict())
+            line.update(reply_names(attempt.reply))
         if attempt.waited is not None:  # the attempt went through a rate limiter
             line["rate_wait_s"] = round(attempt.waited, 6)
         if attempt.round is not None:  # a round of a tool loop

@@ -55,8 +55,8 @@ def test_every_trace_reader_takes_a_budget_line_as_moving_no_money(tmp_path):
     records = [
         {"type": "budget", "run": "r", "task_id": "s", "budget": 500},
         {"type": "reserve", "id": "r.1", "task_id": "s", "model": "m", "reserved": 40.0, "budget": 500},
-        {"type": "call", "id": "r.1", "task_id": "s", "model": "m", "reserved": 40.0, "charged": 25.0,
-         "prompt_tokens": 5, "completion_tokens": 10},
+        {"type": "call", "id": "r.1", "task_id": "s", "model": "m", "provider": "openai", "model_id": "gpt-4.1-mini",
+         "reserved": 40.0, "charged": 25.0, "prompt_tokens": 5, "completion_tokens": 10},
         {"type": "budget", "run": "r", "task_id": "refused-only", "budget": 20},
     ]
     path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
@@ -77,13 +77,13 @@ def test_a_trace_with_budget_lines_exports_a_span_per_attempt(tmp_path):
     records = [
         {"type": "budget", "run": "r", "task_id": "s", "budget": 500},
         {"type": "reserve", "id": "r.1", "task_id": "s", "model": "m", "reserved": 40.0},
-        {"type": "call", "id": "r.1", "task_id": "s", "model": "m", "reserved": 40.0, "charged": 25.0,
-         "prompt_tokens": 5, "completion_tokens": 10},
+        {"type": "call", "id": "r.1", "task_id": "s", "model": "m", "provider": "openai", "model_id": "gpt-4.1-mini",
+         "reserved": 40.0, "charged": 25.0, "prompt_tokens": 5, "completion_tokens": 10},
         {"type": "budget", "run": "r", "task_id": "refused-only", "budget": 20},
     ]
     path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
     names = sorted(span.name for span in build_spans(read_records(str(path))))
-    assert names == ["chat m", "invoke_agent", "invoke_workflow"]  # nothing for the scope that only had a budget
+    assert names == ["chat gpt-4.1-mini", "invoke_agent", "invoke_workflow"]  # nothing for the scope that only had a budget
 
 
 def test_what_a_trace_holds_under_lost_ledgers_is_counted_per_run(tmp_path):

@@ -380,6 +380,13 @@ def test_a_proxy_trace_exports_to_opentelemetry(proxy, tmp_path):
     assert len(chats) == 1
     usage = {item["key"]: item["value"] for item in chats[0]["attributes"]}
     assert usage["gen_ai.usage.output_tokens"] == {"intValue": "30"}
+    # The vendor's model id, the provider and the upstream it was forwarded to, as the call line names them.
+    (line,) = [json.loads(text) for text in open(proxy.ledger.trace.path) if '"type": "call"' in text]
+    assert usage["gen_ai.request.model"] == {"stringValue": line["model_id"]} and line["provider"] == "openai"
+    assert usage["gen_ai.provider.name"] == {"stringValue": "openai"}
+    assert usage["server.address"] == {"stringValue": line["server_address"]} == {"stringValue": "127.0.0.1"}
+    assert usage["server.port"] == {"intValue": str(line["server_port"])}
+    assert chats[0]["name"] == f"chat {line['model_id']}"
 
 
 def test_the_proxy_process_logs_no_traceback_under_hostile_clients(config, upstream):

@@ -59,7 +59,8 @@ class Receiver:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"  # the collector's base URL
+        self.url = f"{self.base}/v1/traces"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
@@ -148,21 +149,25 @@ def test_exec_otlp_sends_a_span_per_task_node_and_attempt(tmp_path, receiver, ca
                 c = attributes(chat)
                 assert c["bamasc.node"] == b["bamasc.node"]
                 assert chat.name == f"chat {c['gen_ai.request.model']}" and c["gen_ai.operation.name"] == "chat"
-                assert c["gen_ai.provider.name"] == program.models[c["gen_ai.request.model"]].provider
+                declared = program.models[c["bamasc.model"]]
+                assert c["gen_ai.provider.name"] == declared.provider == b["gen_ai.provider.name"]
+                assert c["gen_ai.request.model"] == declared.model_id == b["gen_ai.request.model"]  # the vendor's id
+                assert c["gen_ai.response.finish_reasons"].values[0].string_value in ("stop", "length")
+                assert "gen_ai.response.id" not in c and "server.address" not in c  # the fake gives no id, has no server
                 assert c["gen_ai.request.max_tokens"] > 0
                 assert agent.start_time_unix_nano <= chat.start_time_unix_nano < chat.end_time_unix_nano <= agent.end_time_unix_nano
                 chats.append((a["bamasc.task_id"], b["gen_ai.agent.name"], c))
     # One chat span per call line: the same node, model, tokens and µ$.
     assert len(chats) == len(calls)
-    seen = sorted((task_id, role, c["bamasc.node"], c["gen_ai.request.model"], c["gen_ai.usage.input_tokens"],
+    seen = sorted((task_id, role, c["bamasc.node"], c["bamasc.model"], c["gen_ai.usage.input_tokens"],
                    c["gen_ai.usage.output_tokens"], c["bamasc.charged_micro_usd"], c["bamasc.reserved_micro_usd"],
                    c["bamasc.attempt"], c["bamasc.clamped"], c["bamasc.skipped"]) for task_id, role, c in chats)
     expected = sorted((r["task_id"], r["role"], r["node"], r["model"], r["prompt_tokens"], r["completion_tokens"],
                        r["charged"], r["reserved"], r["attempt"], r["clamped"], r["skipped"]) for r in calls)
     assert seen == expected
     for _, _, c in chats:
-        assert c["gen_ai.usage.cost"] == pytest.approx(c["bamasc.charged_micro_usd"] / 1e6)
-        assert c["bamasc.charged_usd"] == c["gen_ai.usage.cost"]
+        assert "gen_ai.usage.cost" not in c  # no such attribute in the conventions: bamasc's figure is bamasc's
+        assert c["bamasc.charged_usd"] == pytest.approx(c["bamasc.charged_micro_usd"] / 1e6)
         assert c["bamasc.reserved_usd"] == pytest.approx(c["bamasc.reserved_micro_usd"] / 1e6)
 
 
@@ -270,7 +275,8 @@ def test_export_marks_failed_skipped_and_overbilled_attempts(tmp_path, hard_trac
         assert a["bamasc.node"] == call["node"] and float(a["bamasc.charged_micro_usd"]) == call["charged"]
         assert int(a["gen_ai.usage.input_tokens"]) == call["prompt_tokens"]
         assert a["bamasc.skipped"] == call["skipped"]
-        assert "gen_ai.provider.name" not in a  # no --plan: the trace does not name providers
+        assert a["gen_ai.provider.name"] == call["provider"] == "openai"  # the trace names them: no --plan needed
+        assert a["gen_ai.request.model"] == call["model_id"] and a["bamasc.model"] == call["model"]
         if call["error"] or call["skipped"]:
             assert chat["status"]["code"] == STATUS_ERROR
             by_reason.setdefault(a["error.type"], []).append(call)
@@ -309,9 +315,11 @@ def test_an_open_reservation_is_an_interrupted_attempt(tmp_path, capsys):
                                  "model": "gpt41_nano", "attempt": 1, "reserved": 12.5}) + "\n")
     code, spans = exported(tmp_path, str(trace))
     assert code == 0, capsys.readouterr().err
-    chat = next(s for s in spans if s["name"] == "chat gpt41_nano")
+    # A reserve line written before lines named the provider and model id: the span says neither.
+    chat = next(s for s in spans if s["name"] == "chat")
     a = json_attributes(chat)
     assert a["error.type"] == "interrupted" and a["bamasc.charged_micro_usd"] == 12.5
+    assert a["bamasc.model"] == "gpt41_nano" and "gen_ai.request.model" not in a and "gen_ai.provider.name" not in a
     root = next(s for s in spans if "parentSpanId" not in s)
     assert root["name"] == "invoke_workflow" and root["status"]["code"] == STATUS_ERROR
 
@@ -361,3 +369,26 @@ def test_a_url_that_is_no_http_url_is_refused_before_the_run(tmp_path, hard_trac
         assert captured.out == "" and "not an http:// or https:// URL" in captured.err
         assert main(["trace", "export", hard_trace, "--otlp", url]) == 2
         assert "not an http:// or https:// URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", ["/v1/logs", "/traces", "/v1/traces/x", "/v1", "/?x=1", "/v1/traces#top", "/api/v1/traces"])
+def test_a_collector_url_with_another_path_is_a_usage_error(hard_trace, path, capsys):
+    url = f"http://127.0.0.1:4318{path}"
+    assert main(["exec", GSM8K, "--fake", "echo", "--task", "2+3", "--otlp", url]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "give the collector's base URL (e.g. http://127.0.0.1:4318)" in captured.err
+    assert "Traceback" not in captured.err and captured.err.count("\n") == 1
+    assert main(["trace", "export", hard_trace, "--otlp", url]) == 2
+    assert "or its traces endpoint (http://127.0.0.1:4318/v1/traces)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1/traces", "/v1/traces/"])
+def test_the_collectors_base_url_or_its_traces_endpoint_both_reach_it(tmp_path, hard_trace, receiver, suffix, capsys):
+    assert main(["trace", "export", hard_trace, "--otlp", receiver.base + suffix]) == 0
+    assert capsys.readouterr().out.endswith(f"spans sent to {receiver.url}\n")
+    assert len(receiver.spans()) > 0  # the receiver answers 404 on any other path
+
+
+def test_exec_otlp_takes_the_base_url(tmp_path, receiver, capsys):
+    assert main(["exec", GSM8K, "--fake", "echo", "--task", "What is 2+3?", "--otlp", receiver.base]) == 0
+    assert len(receiver.spans()) == 9

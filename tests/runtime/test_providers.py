@@ -13,6 +13,7 @@ import time
 import aiohttp
 import pytest
 
+from bamasc.records import replace
 from bamasc.program import Model
 from bamasc.runtime.providers import (
     Completion,
@@ -99,7 +100,10 @@ def test_openai_reply_usage_and_request(openai_server, sdk):
     openai_server.script(reply("The answer. #### 42", prompt_tokens=23, completion_tokens=9))
     provider = sdk("openai", openai_server)
     completion = run(provider.complete(MESSAGES, 64, timeout=5))
-    assert completion == Completion("The answer. #### 42", 23, 9, "stop")
+    # The reply's id and model are kept for the trace (an OpenTelemetry span's gen_ai.response.*).
+    assert completion == Completion("The answer. #### 42", 23, 9, "stop", response_id="chatcmpl-test",
+                                    response_model="gpt-4o-mini")
+    assert provider.server == ("127.0.0.1", int(openai_server.base_url.rsplit(":", 1)[1].split("/")[0]))
     (request,) = openai_server.requests
     assert request.path == "/v1/chat/completions"
     assert request.body["model"] == "gpt-4o-mini"
@@ -154,7 +158,9 @@ def test_anthropic_reply_usage_and_request(anthropic_server, sdk):
     provider = sdk("anthropic", anthropic_server)
     messages = [Message("system", "Be brief."), Message("system", "Audit only."), Message("user", "Check 2+2=4.")]
     completion = run(provider.complete(messages, 99, timeout=5))
-    assert completion == Completion("CONCLUSION: CORRECT", 31, 4, "end_turn")
+    assert completion == Completion("CONCLUSION: CORRECT", 31, 4, "end_turn", response_id="msg_test",
+                                    response_model="claude-haiku-4-5")
+    assert provider.server == ("127.0.0.1", int(anthropic_server.base_url.rsplit(":", 1)[1].split("/")[0]))
     (request,) = anthropic_server.requests
     assert request.path == "/v1/messages"
     assert request.body["model"] == "claude-haiku-4-5"
@@ -551,6 +557,34 @@ def test_record_then_replay(tmp_path):
     rerecorder = ReplayProvider("m1", cassette, inner=again, record=True)
     run(rerecorder.complete(prompts[0], 40, timeout=1))
     assert again.calls == 0 and len(cassette.read_text().splitlines()) == 3
+
+
+def test_a_cassette_keeps_the_replys_id_and_model_and_an_older_one_plays_back_without(tmp_path):
+    class Vendor(Counting):
+        server = ("api.example.test", 443)
+
+        async def complete(self, messages, max_tokens, **options):
+            completion = await super().complete(messages, max_tokens, **options)
+            return replace(completion, response_id="chatcmpl-1", response_model="gpt-4.1-mini-2025-04-14")
+
+    cassette = tmp_path / "run.jsonl"
+    prompt = [Message("user", "question #### ?")]
+    recorder = ReplayProvider("m1", cassette, inner=Vendor(), record=True)
+    recorded = run(recorder.complete(prompt, 40, timeout=1))
+    assert recorder.server == ("api.example.test", 443)  # recording: the calls go to the inner provider's server
+    player = ReplayProvider("m1", cassette)
+    assert player.server is None  # played back, no server answers
+    played = run(player.complete(prompt, 40, timeout=1))
+    assert played == recorded and played.response_id == "chatcmpl-1"
+    assert played.response_model == "gpt-4.1-mini-2025-04-14"
+    line = json.loads(cassette.read_text())
+    older = {key: value for key, value in line.items() if key not in ("response_id", "response_model")}
+    cassette.write_text(json.dumps(older) + "\n")
+    again = run(ReplayProvider("m1", cassette).complete(prompt, 40, timeout=1))
+    assert again.response_id is None and again.response_model is None and again.text == recorded.text
+    for hostile in (7, "", ["x"], None):
+        cassette.write_text(json.dumps({**line, "response_id": hostile}) + "\n")
+        assert run(ReplayProvider("m1", cassette).complete(prompt, 40, timeout=1)).response_id is None
 
 
 def test_repeated_prompt_plays_back_in_order(tmp_path):

@@ -123,6 +123,9 @@ def test_the_export_has_an_execute_tool_span_per_tool_line(tmp_path, capsys):
     (tool,) = tools
     assert tool.attributes["gen_ai.operation.name"] == "execute_tool" and tool.attributes["bamasc.round"] == 0
     assert tool.attributes["bamasc.charged_micro_usd"] == 20.0
+    (line,) = [line for line in lines_of(trace) if line["type"] == "tool"]
+    assert line["call_id"] and tool.attributes["gen_ai.tool.call.id"] == line["call_id"]
+    assert tool.attributes["gen_ai.provider.name"] == "openai"  # the provider of the model that asked for it
     agent = next(span for span in spans if span.name == "invoke_agent Agent")
     assert tool.parent.span_id == agent.context.span_id
     assert len([span for span in spans if span.name.startswith("chat")]) == 3  # the classifier, two rounds

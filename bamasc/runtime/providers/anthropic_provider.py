@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 import anthropic
 
-from bamasc.provider_registry import endpoint
+from bamasc.provider_registry import endpoint, server_address
 from bamasc.records import replace
-from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, ProviderError
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, ProviderError, reply_label
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
 from bamasc.runtime.providers.sdk import aiohttp_client, post_json
 from bamasc.runtime.providers.tool_wire import answer_tool_name, checked_calls, compact, reply_call
@@ -60,6 +60,11 @@ class AnthropicProvider:
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(name={self.name!r}, model_id={self.model_id!r}, base_url={self.base_url!r})"
+
+    @property
+    def server(self) -> tuple[str, int] | None:
+        """The host and port its requests go to (the trace's `server_address` and `server_port`)."""
+        return server_address(self._client.base_url)
 
     def count_prompt_tokens(self, messages: list[Message]) -> int | None:
         return None
@@ -130,7 +135,8 @@ class AnthropicProvider:
         completion_tokens = usage_tokens(usage, "output_tokens", provider=PROVIDER, model=self.name)
         reason = finish_reason if isinstance(finish_reason, str) else None
         return Completion(text, prompt_tokens + written + cached, completion_tokens, reason,
-                          cached_tokens=cached, cache_write_tokens=written, tool_calls=calls)
+                          cached_tokens=cached, cache_write_tokens=written, tool_calls=calls,
+                          response_id=reply_label(response.get("id")), response_model=reply_label(response.get("model")))
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -46,6 +46,13 @@ class Completion:
     cache_write_tokens: int = 0  # of prompt_tokens, written to its cache (billed at its cache-write rate)
     rate_headers: tuple[tuple[str, str], ...] = ()  # the reply's rate-limit headers, for the rate limiter
     tool_calls: tuple[ToolCall, ...] = ()  # the tools the model asked for (only when it was sent some)
+    response_id: str | None = None  # the id the provider gave its reply (None: it gave none, or none is known)
+    response_model: str | None = None  # the model the provider says answered (may name a dated version)
+
+
+def reply_label(value: object) -> str | None:
+    """A reply's id or model name as the trace keeps it: a non-empty string cut to 200 characters, else None."""
+    return value[:200] if isinstance(value, str) and value else None
 
 
 @record

@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 import openai
 
 from bamasc.encodings import counting_tokenizer
-from bamasc.provider_registry import at_vendor, endpoint, lookup
+from bamasc.provider_registry import at_vendor, endpoint, lookup, server_address
 from bamasc.records import replace
-from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message
+from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, reply_label
 from bamasc.runtime.providers.reply import malformed_error, missing_fields, usage_tokens
 from bamasc.runtime.providers.sdk import aiohttp_client, post_json
 from bamasc.runtime.providers.tool_wire import ANSWER_NAME, checked_calls, reply_call
@@ -95,6 +95,11 @@ class OpenAIProvider:
     def __repr__(self) -> str:
         return f"OpenAIProvider(name={self.name!r}, model_id={self.model_id!r}, base_url={self.base_url!r})"
 
+    @property
+    def server(self) -> tuple[str, int] | None:
+        """The host and port its requests go to (the trace's `server_address` and `server_port`)."""
+        return server_address(self._client.base_url)
+
     def count_prompt_tokens(self, messages: list[Message]) -> int | None:
         # OpenAI publishes no counting rule for tool calls and results: those prompts get the safe bound.
         if any(message.tool_calls or message.role == "tool" for message in messages):
@@ -165,7 +170,8 @@ class OpenAIProvider:
             raise malformed_error(provider=PROVIDER, model=self.name,
                                   detail=f"usage reports {cached} cached tokens of a {prompt_tokens}-token prompt")
         reason = finish_reason if isinstance(finish_reason, str) else None
-        return Completion(text, prompt_tokens, completion_tokens, reason, cached_tokens=cached, tool_calls=calls)
+        return Completion(text, prompt_tokens, completion_tokens, reason, cached_tokens=cached, tool_calls=calls,
+                          response_id=reply_label(response.get("id")), response_model=reply_label(response.get("model")))
 
     def _tool_calls(self, wire_calls: object) -> list:
         """`message.tool_calls`: `{"id", "type": "function", "function": {"name", "arguments"}}` each."""

@@ -3,7 +3,9 @@
 A cassette is a JSONL file, one recorded call a line: {"key", "model",
 "max_tokens", "messages", "text", "prompt_tokens", "completion_tokens",
 "finish_reason", "counted_prompt_tokens"}, the last being the count the
-recording run reserved for (played back by `count_prompt_tokens`).
+recording run reserved for (played back by `count_prompt_tokens`), and the
+reply's "response_id" and "response_model" where its provider gave them (a
+cassette recorded before they were kept plays back without them).
 The key is the SHA-256 of the model's name, the messages and max_tokens
 (`prompt_key`). Nothing else about the provider is written: no URL, no key.
 
@@ -27,7 +29,9 @@ import os
 from collections import defaultdict
 
 from bamasc.rows import RowError, drop_torn_line, parse_lines
-from bamasc.runtime.providers.base import GREEDY, Completion, Decoding, Message, Provider, ProviderError, ToolCall
+from bamasc.runtime.providers.base import (
+    GREEDY, Completion, Decoding, Message, Provider, ProviderError, ToolCall, reply_label,
+)
 
 
 def prompt_key(model: str, messages: list[Message], max_tokens: int | None, tools: tuple = (),
@@ -108,6 +112,12 @@ class ReplayProvider:
         mode = "record" if self.record else "replay"
         return f"ReplayProvider(name={self.name!r}, cassette={self.cassette_path!r}, mode={mode})"
 
+    @property
+    def server(self) -> tuple[str, int] | None:
+        """Where a recording run's calls go (its inner provider's server); None when it plays back: no server answers.
+        A call the recording plays back from the cassette is traced under the inner one's server all the same."""
+        return getattr(self.inner, "server", None) if self.record else None
+
     def count_prompt_tokens(self, messages: list[Message]) -> int | None:
         # Played back, the count is the one the recording run reserved with, so the
         # guard clamps max_tokens alike and the keys match.
@@ -154,6 +164,9 @@ class ReplayProvider:
             "finish_reason": completion.finish_reason,
             "counted_prompt_tokens": self.inner.count_prompt_tokens(messages),
         }
+        for field in ("response_id", "response_model"):
+            if getattr(completion, field) is not None:
+                line[field] = getattr(completion, field)
         if completion.tool_calls:
             line["tool_calls"] = [_call_line(call) for call in completion.tool_calls]
         # One whole line per write, flushed at once: a crash loses at most the call in flight.
@@ -211,6 +224,8 @@ def _recording(line: str, model: str) -> tuple[str, Completion, dict[str, int]] 
             _count(entry["completion_tokens"]),
             entry.get("finish_reason"),
             tool_calls=_calls(entry.get("tool_calls", ())),
+            response_id=reply_label(entry.get("response_id")),
+            response_model=reply_label(entry.get("response_model")),
         )
         count = entry.get("counted_prompt_tokens")
         if count is None:
