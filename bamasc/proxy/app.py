@@ -49,6 +49,7 @@ from bamasc.provider_registry import at_vendor, endpoint
 from bamasc.proxy.admin import admin_routes
 from bamasc.proxy.access import caller, client_key, same, scope_and_budget
 from bamasc.proxy.settle import Metered
+from bamasc.proxy.spend import spend_routes
 
 log = logging.getLogger("bamasc.proxy")
 
@@ -172,7 +173,7 @@ def build_app(settings: Settings, ledger) -> Starlette:
         status = getattr(problem, "status_code", 404)
         what = "is not served by the proxy" if status == 404 else f"does not take {request.method}"
         served = ", ".join([*(f"POST {known.routes[0]}" for known in protocols()),
-                            "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget"])
+                            "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget", "GET /ui"])
         answer = _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
                         _KINDS.get(status, "invalid_request_error"))
         answer.headers.update(getattr(problem, "headers", None) or {})  # a 405's `Allow`
@@ -191,6 +192,7 @@ def build_app(settings: Settings, ledger) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
         *admin_routes(settings, ledger),
+        *spend_routes(settings, ledger),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: unknown, 405: unknown})
 

@@ -26,6 +26,7 @@ from bamasc.serve.lookup import task_from_trace
 from bamasc.serve.metrics import CONTENT_TYPE, metrics_text
 from bamasc.serve.openapi import openapi_document
 from bamasc.http.requests import Problem, authorized, read_body, task_fields
+from bamasc.http.ui import LiveSpend, ui_routes
 
 log = logging.getLogger("bamasc.serve")
 # 401 says how to authenticate; 408 closes the connection, whose body may still be arriving.
@@ -99,6 +100,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     responses = Counter() if responses is None else responses
     active = [0]  # requests in progress
     document = openapi_document(plan.system, plan.budget, plan.deadline_s, token is not None)
+    owners: dict[str, str] = {}  # task id -> the client key that sent it (what that key's /ui shows)
+    spend = LiveSpend(session.trace)
 
     def guarded(handler: Callable[[Request], Awaitable[Response]], open_route: bool = False
                 ) -> Callable[[Request], Awaitable[Response]]:
@@ -136,6 +139,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         hold = None
         if request.state.key is not None:
             key, team = request.state.key
+            owners[task_id] = key.name
             ceiling = min(budget or plan.budget, key.scope_budget or plan.budget)
             budget = ceiling
             try:
@@ -176,6 +180,18 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(metrics_text(session, responses), media_type=CONTENT_TYPE)
 
+    async def spend_view(request: Request) -> dict:
+        """/ui's summary: everything for the token's holder, a client key's own tasks for a key."""
+        key = None
+        if not (token is None and gate is None) and not (token is not None and authorized(
+                request.headers.get("authorization"), token)):
+            key, _ = await _key(request, gate)
+        state = session.budget
+        live = {"total": state.total, "left": None if state.left is None else round(state.left, 6)}
+        if key is None:
+            return await spend.summary(None, live)
+        return await spend.summary(lambda task: owners.get(task.task_id) == key.name, {"key": key.name})
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
 
@@ -193,5 +209,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         Route("/healthz", guarded(healthz, open_route=True), methods=["GET"]),
         Route("/metrics", guarded(metrics), methods=["GET"]),
         Route("/openapi.json", guarded(openapi), methods=["GET"]),
+        # /ui's summary checks its caller itself (a key sees its own tasks); the page and its scripts hold no data.
+        *(Route(route.path, guarded(route.endpoint, open_route=True), methods=["GET"])
+          for route in ui_routes(spend_view, f"bamasc serve: {plan.system}")),
     ]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -233,6 +233,8 @@ HEAVY_MODULES = (
     "starlette", "uvicorn",
     # The MCP SDK (the mcp extra) belongs to a run whose tools include an MCP server.
     "mcp", "mcp_types",
+    # Plotly (the report extra) belongs to `bamasc report` and `/ui`.
+    "plotly",
 )
 
 
