@@ -67,12 +67,14 @@ def traffic(folder: str) -> tuple[ThreadProxy, Upstream]:
 def shoot(out: str) -> None:
     from playwright.sync_api import sync_playwright
 
+    out = os.path.abspath(out)
     os.makedirs(out, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         proxy, upstream = traffic(folder)
         try:
             report = os.path.join(folder, "report.html")
-            assert main(["report", proxy.ledger.trace.path, "-o", report, "--total-budget", "60000",
+            os.chdir(folder)  # the page names the trace as given: proxy.jsonl
+            assert main(["report", os.path.basename(proxy.ledger.trace.path), "-o", report, "--total-budget", "60000",
                          "--title", "bamasc spend report: a proxy's day"]) == 0
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH, headless=True)

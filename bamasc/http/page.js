@@ -69,6 +69,10 @@
     if (live.total !== null && live.total !== undefined) {
       cards.push(card("total-left", "total budget left", live.left, micro(live.left), "of " + micro(live.total)));
     }
+    for (const window of live.windows || []) {
+      cards.push(card(null, "window " + window.window, window.charged, micro(window.charged),
+                      "of " + micro(window.budget) + ", " + micro(window.held) + " held, " + micro(window.left) + " left"));
+    }
     document.getElementById("totals").replaceChildren(...cards);
     const statuses = el("p", {id: "statuses"}, "tasks: " + counts(t.tasks_by_status) + "; scopes: " + counts(t.scopes_by_status));
     document.getElementById("statuses").replaceWith(statuses);
@@ -135,12 +139,13 @@
       rows.push(el("tr", {class: "task"}, el("td", {class: "id"}, task.task_id), el("td", {}, task.status),
         el("td", {}, task.template || task.key || ""), el("td", {class: "num"}, micro(task.spent)),
         el("td", {class: "num"}, micro(task.budget)), el("td", {class: "num"}, micro(task.bound)),
-        el("td", {class: "num"}, task.seconds.toFixed(3)), el("td", {class: "num"}, task.attempts),
+        el("td", {class: "num"}, task.seconds === null ? "–" : task.seconds.toFixed(3)), el("td", {class: "num"}, task.attempts),
         el("td", {class: "num"}, task.refused)));
       rows.push(el("tr", {class: "detail"}, el("td", {colspan: 9},
         el("details", {}, el("summary", {}, task.calls.length + " calls"), callTable(task.calls)))));
     }
-    document.getElementById(id).replaceChildren(el("table", {}, head, ...rows));
+    document.getElementById(id).replaceChildren(tasks.length ? el("table", {}, head, ...rows)
+      : el("p", {}, "No task to list (a proxy's trace records no times)."));
   }
 
   function refusals(summary) {

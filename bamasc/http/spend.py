@@ -25,7 +25,7 @@ SHOWN_TASKS = 10  # the dearest and the slowest tasks listed, each with its call
 SHOWN_REFUSALS = 500  # refused calls listed, the latest kept (every one is counted)
 TIMELINE_POINTS = 1500  # points of the spend-over-time line (a long trace is thinned, its last point kept)
 RATIO_BINS = 20  # bins of cost / bound from 0 to 1; one more holds every task past its bound
-_CALLS_KEPT = 200  # calls kept per task for the listings
+_CALLS_KEPT = 50  # calls kept per task for the listings
 
 
 class TraceLineError(ValueError):
@@ -36,7 +36,7 @@ class _Task:
     """One task (exec, serve) or scope (proxy): its money, its outcome, and its calls."""
 
     __slots__ = ("source", "task_id", "key", "team", "status", "template", "budget", "bound", "spent", "calls",
-                 "attempts", "refused", "latency_ms", "elapsed_s", "overbilled", "ran")
+                 "attempts", "refused", "latency_ms", "elapsed_s", "overbilled", "ran", "timed", "by_what")
 
     def __init__(self, source: str, task_id: str) -> None:
         self.source, self.task_id = source, task_id
@@ -47,6 +47,8 @@ class _Task:
         self.attempts = self.refused = 0
         self.overbilled = False
         self.ran = False  # a task of a plan (its lines name plan nodes), not a proxy's scope
+        self.timed = False  # some line of it says how long it took
+        self.by_what: dict[tuple[str, str], float] = {}  # ("call", model) or ("tool", name) -> charges, every line
 
     def row(self) -> dict:
         return {"task_id": self.task_id, "source": self.source, "status": self.status_now, "template": self.template,
@@ -67,9 +69,12 @@ class _Task:
         return "refused" if self.calls and self.calls[-1].get("refused") else "open"
 
     @property
-    def seconds(self) -> float:
-        """Its wall time: the task line's `elapsed_s`, else the sum of its attempts' latencies."""
-        return float(self.elapsed_s) if self.elapsed_s is not None else self.latency_ms / 1000
+    def seconds(self) -> float | None:
+        """Its wall time: the task line's `elapsed_s`, else the sum of its attempts' latencies; None when the trace
+        records neither (a proxy's lines carry no times)."""
+        if self.elapsed_s is not None:
+            return float(self.elapsed_s)
+        return self.latency_ms / 1000 if self.timed else None
 
 
 class SpendBook:
@@ -140,6 +145,7 @@ class SpendBook:
         if record["type"] == "tool":
             latency = float(record["duration_ms"]) if _amount(record.get("duration_ms")) else 0.0
         task.latency_ms += latency
+        task.timed = task.timed or "latency_ms" in record or "duration_ms" in record
         refused = record["type"] == "call" and record.get("skipped") is True
         if error and error.startswith("overbilled: "):
             task.overbilled = True
@@ -153,6 +159,9 @@ class SpendBook:
         else:
             task.attempts += 1
         task.calls.append(call)
+        if call["what"] is not None:
+            spot = (record["type"], call["what"])
+            task.by_what[spot] = task.by_what.get(spot, 0.0) + charged
         if len(task.calls) > _CALLS_KEPT:
             del task.calls[: len(task.calls) - _CALLS_KEPT]
 
@@ -177,15 +186,16 @@ class SpendBook:
             "sources": self.sources, "totals": totals, "live": live,
             "timeline": _timeline([event for event in self.events if id(event[0]) in chosen]),
             "ratios": _ratios(tasks),
-            "by_model": _spend_by(tasks, lambda call: call["what"] if call["kind"] == "call" else None),
-            "by_tool": _spend_by(tasks, lambda call: call["what"] if call["kind"] == "tool" else None),
+            "by_model": _spend_by(tasks, "call"),
+            "by_tool": _spend_by(tasks, "tool"),
             "by_template": _sums((task.template or ("(proxy scope)" if not task.ran else "(unfinished)"), task.spent)
                                  for task in tasks),
             "by_key": _sums((task.key, task.spent) for task in tasks if task.key),
             "by_team": _sums((task.team, task.spent) for task in tasks if task.team),
             "windows": self._windows(tasks),
             "dearest": [task.row() for task in sorted(tasks, key=lambda task: -task.spent)[:SHOWN_TASKS]],
-            "slowest": [task.row() for task in sorted(tasks, key=lambda task: -task.seconds)[:SHOWN_TASKS]],
+            "slowest": [task.row() for task in sorted((task for task in tasks if task.seconds is not None),
+                                                      key=lambda task: -task.seconds)[:SHOWN_TASKS]],
             "refusals": [{"task_id": task.task_id, "source": task.source, "key": task.key, "model": call["what"],
                           "node": call["node"], "why": call["error"] or "(no reason recorded)"}
                          for task, call in refusals[-SHOWN_REFUSALS:]],
@@ -212,8 +222,8 @@ def _sums(pairs) -> dict[str, float]:
     return {name: round(amount, 6) for name, amount in sorted(found.items(), key=lambda item: -item[1])}
 
 
-def _spend_by(tasks: list[_Task], name_of) -> dict[str, float]:
-    return _sums((name, call["charged"]) for task in tasks for call in task.calls if (name := name_of(call)))
+def _spend_by(tasks: list[_Task], kind: str) -> dict[str, float]:
+    return _sums((name, amount) for task in tasks for (line, name), amount in task.by_what.items() if line == kind)
 
 
 def _timeline(events: list[tuple[_Task, float, float]]) -> dict:

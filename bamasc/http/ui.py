@@ -15,6 +15,7 @@ client key sees its own tasks or scopes only.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
@@ -33,7 +34,7 @@ class LiveSpend:
     """The server's trace, followed: each summary first folds what was appended since the last one."""
 
     def __init__(self, path: str | None) -> None:
-        self.follower = TraceFollower(path)
+        self.follower = TraceFollower(path, os.path.basename(path) if path else "")
         self.lock = asyncio.Lock()
 
     async def summary(self, visible=None, live: dict | None = None) -> dict:

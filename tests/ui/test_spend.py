@@ -119,6 +119,14 @@ def test_a_tampered_line_is_named_by_file_and_line(tmp_path, capsys, line, says)
     assert not out.exists()
 
 
+def test_a_task_of_many_calls_lists_its_last_calls_and_counts_every_one(tmp_path):
+    lines = [{"type": "call", "task_id": "busy", "model": f"m{number % 2}", "reserved": 2, "charged": 1}
+             for number in range(300)]
+    summary = _book(_write(tmp_path / "busy.jsonl", lines)).summary()
+    assert summary["by_model"] == {"m0": 150.0, "m1": 150.0} and summary["totals"]["spent"] == 300
+    assert 0 < len(summary["dearest"][0]["calls"]) < 300 and summary["dearest"][0]["attempts"] == 300
+
+
 def test_a_torn_last_line_is_skipped_as_a_crash_leaves_it(tmp_path):
     path = _write(tmp_path / "torn.jsonl", PROXY_LINES, tail='{"type": "call", "task_id": "alpha t1", "char')
     assert _book(path).summary()["totals"]["spent"] == 120.25
