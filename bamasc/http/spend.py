@@ -14,6 +14,8 @@ a complete line at a time.
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import os
 
@@ -184,7 +186,8 @@ class SpendBook:
         }
         return {
             "sources": self.sources, "totals": totals, "live": live,
-            "timeline": _timeline([event for event in self.events if id(event[0]) in chosen]),
+            "timeline": _timeline(self.events if visible is None else
+                                  [event for event in self.events if id(event[0]) in chosen]),
             "ratios": _ratios(tasks),
             "by_model": _spend_by(tasks, "call"),
             "by_tool": _spend_by(tasks, "tool"),
@@ -228,16 +231,14 @@ def _spend_by(tasks: list[_Task], kind: str) -> dict[str, float]:
 
 def _timeline(events: list[tuple[_Task, float, float]]) -> dict:
     """Spend and budgets granted, cumulative, after each money line (thinned to TIMELINE_POINTS)."""
-    spent = granted = 0.0
-    points = []
-    for number, (_, charged, grant) in enumerate(events, start=1):
-        spent += charged
-        granted += grant
-        points.append((number, round(spent, 6), round(granted, 6)))
-    step = max(1, math.ceil(len(points) / TIMELINE_POINTS))
-    kept = points[::step] + ([points[-1]] if points and (len(points) - 1) % step else [])
-    return {"line": [point[0] for point in kept], "spent": [point[1] for point in kept],
-            "granted": [point[2] for point in kept]}
+    spent = list(itertools.accumulate(event[1] for event in events))
+    granted = list(itertools.accumulate(event[2] for event in events))
+    step = max(1, math.ceil(len(events) / TIMELINE_POINTS))
+    kept = list(range(0, len(events), step))
+    if events and kept[-1] != len(events) - 1:
+        kept.append(len(events) - 1)
+    return {"line": [index + 1 for index in kept], "spent": [round(spent[index], 6) for index in kept],
+            "granted": [round(granted[index], 6) for index in kept]}
 
 
 def _ratios(tasks: list[_Task]) -> dict:
@@ -308,11 +309,22 @@ def read_trace(book: SpendBook, path: str, source: str | None = None) -> int:
     return count
 
 
+def _refuse_constant(name: str):
+    raise ValueError(name)
+
+
+# The C decoder reads the lines bamasc wrote; only one it refuses goes through the careful parser that says why.
+_PLAIN = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _parsed(line: bytes) -> tuple[dict | None, str | None]:
     try:
-        record = parse_line(line)
-    except RowError as problem:
-        return None, str(problem)
+        record = _PLAIN.decode(line.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        try:
+            record = parse_line(line)
+        except RowError as problem:
+            return None, str(problem)
     problem = check_record(record)
     return (record, problem) if problem is None else ({}, problem)
 

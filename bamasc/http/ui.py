@@ -31,19 +31,30 @@ _SAFE = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 
 
 class LiveSpend:
-    """The server's trace, followed: each summary first folds what was appended since the last one."""
+    """The server's trace, followed: each summary first folds what was appended since the last one. A view's
+    summary is kept until the trace grows, so an idle server's polls cost no summing."""
+
+    KEPT_VIEWS = 64
 
     def __init__(self, path: str | None) -> None:
         self.follower = TraceFollower(path, os.path.basename(path) if path else "")
         self.lock = asyncio.Lock()
+        self.kept: dict[str, tuple[int, dict]] = {}  # view -> (trace offset, summary)
 
-    async def summary(self, visible=None, live: dict | None = None) -> dict:
+    async def summary(self, visible=None, live: dict | None = None, view: str = "everything") -> dict:
+        """The summary of the tasks `visible` lets through; `view` names that choice (a key's name) for the cache."""
         async with self.lock:
             book: SpendBook = await asyncio.to_thread(self.follower.refresh)
+            offset = self.follower.offset
+            kept = self.kept.get(view)
+            if kept is None or kept[0] != offset:
+                if len(self.kept) >= self.KEPT_VIEWS:
+                    self.kept.clear()
+                kept = self.kept[view] = (offset, await asyncio.to_thread(book.summary, visible))
             live = {**(live or {}), "bad_lines": self.follower.bad}
             if not self.follower.path:
                 live["note"] = "this server writes no trace (--trace): only its live totals are shown"
-            return book.summary(visible, live)
+            return {**kept[1], "live": live}
 
 
 def ui_routes(view: Callable[[Request], Awaitable[dict]], title: str) -> list[Route]:

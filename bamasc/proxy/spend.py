@@ -26,6 +26,7 @@ def spend_routes(settings, ledger) -> list:
             windows = [{"level": level.name, **await ledger.level(level.name, level.budget)} for level in shown]
         except Refused as refused:
             raise Problem(503, f"bamasc proxy: {refused.error}") from None
-        return await spend.summary(lambda task: task.key == key.name, {"key": key.name, "windows": windows})
+        return await spend.summary(lambda task: task.key == key.name, {"key": key.name, "windows": windows},
+                                   view=f"key {key.name}")
 
     return ui_routes(view, "bamasc proxy: spend")

@@ -190,7 +190,9 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         live = {"total": state.total, "left": None if state.left is None else round(state.left, 6)}
         if key is None:
             return await spend.summary(None, live)
-        return await spend.summary(lambda task: owners.get(task.task_id) == key.name, {"key": key.name})
+        # A task is the key's before its first trace line: a view kept until the trace grows is still the key's.
+        return await spend.summary(lambda task: owners.get(task.task_id) == key.name, {"key": key.name},
+                                   view=f"key {key.name}")
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
