@@ -34,6 +34,7 @@ EXTRAS = {
         Extra("lsp", "the language server", ("pygls", "lsprotocol")),
         Extra("local", "provider llamacpp", ("llama_cpp",)),
         Extra("mcp", "MCP tool servers", ("mcp", "jsonschema")),
+        Extra("report", "the spend report and /ui", ("plotly",)),
     )
 }
 # A policy's MiniLM task embedding needs more of the policy extra than one of hashed words does.

@@ -306,7 +306,7 @@ def _evaluate_group() -> Group:
 def _help_group() -> Group:
     group = Group("help", {})
     group.add("help", "--help", argparse=True)
-    for command in ("lint", "fmt", "compile", "explain", "graph", "exec", "trace", "bench", "score", "collect", "train", "fit-weights", "reproduce", "prices", "lsp", "serve"):
+    for command in ("lint", "fmt", "compile", "explain", "graph", "exec", "trace", "report", "bench", "score", "collect", "train", "fit-weights", "reproduce", "prices", "lsp", "serve"):
         group.add(f"help-{command}", command, "--help", argparse=True)
     return group
 

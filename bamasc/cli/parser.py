@@ -11,7 +11,7 @@ from bamasc.version import __version__
 from bamasc.cli.report import EXIT_USAGE
 
 # Each command's module, in the order `--help` lists them; it has `add_parser(commands)`.
-COMMANDS = ("lint", "fmt", "compile", "explain", "graph", "exec", "trace", "bench", "score", "collect", "train", "fit_weights", "reproduce", "prices", "lsp", "serve", "proxy")
+COMMANDS = ("lint", "fmt", "compile", "explain", "graph", "exec", "trace", "spend_report", "bench", "score", "collect", "train", "fit_weights", "reproduce", "prices", "lsp", "serve", "proxy")
 
 
 class _Formatter(argparse.HelpFormatter):

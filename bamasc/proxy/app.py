@@ -51,6 +51,7 @@ from bamasc.provider_registry import at_vendor, endpoint
 from bamasc.proxy.admin import admin_routes
 from bamasc.proxy.access import caller, client_key, same, scope_and_budget
 from bamasc.proxy.settle import Metered
+from bamasc.proxy.spend import spend_routes
 
 log = logging.getLogger("bamasc.proxy")
 
@@ -194,7 +195,8 @@ def build_app(settings: Settings, ledger) -> Starlette:
         status = getattr(problem, "status_code", 404)
         what = "is not served by the proxy" if status == 404 else f"does not take {request.method}"
         served = ", ".join([*(f"POST {known.routes[0]}" for known in protocols()),
-                            "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget", "GET /metrics"])
+                            "GET /v1/models", "GET /v1/scopes/SCOPE", "GET /v1/budget", "GET /metrics",
+                            "GET /ui"])
         answer = _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
                         _KINDS.get(status, "invalid_request_error"))
         answer.headers.update(getattr(problem, "headers", None) or {})  # a 405's `Allow`
@@ -214,6 +216,7 @@ def build_app(settings: Settings, ledger) -> Starlette:
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
         *admin_routes(settings, ledger),
+        *spend_routes(settings, ledger),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: unknown, 405: unknown},
                     middleware=[Middleware(CountResponses, responses=metrics.responses)])

@@ -27,6 +27,7 @@ from bamasc.http.metrics import BUSY, CONTENT_TYPE
 from bamasc.serve.metrics import scrape, serve_metrics
 from bamasc.serve.openapi import openapi_document
 from bamasc.http.requests import Problem, authorized, read_body, task_fields
+from bamasc.http.ui import LiveSpend, ui_routes
 
 log = logging.getLogger("bamasc.serve")
 # 401 says how to authenticate; 408 closes the connection, whose body may still be arriving.
@@ -101,6 +102,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     active = [0]  # requests in progress
     document = openapi_document(plan.system, plan.budget, plan.deadline_s, token is not None)
     counted = serve_metrics(session, responses)
+    owners: dict[str, str] = {}  # task id -> the client key that sent it (what that key's /ui shows)
+    spend = LiveSpend(session.trace)
 
     def guarded(handler: Callable[[Request], Awaitable[Response]], open_route: bool = False
                 ) -> Callable[[Request], Awaitable[Response]]:
@@ -140,6 +143,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         hold = None
         if request.state.key is not None:
             key, team = request.state.key
+            owners[task_id] = key.name
             ceiling = min(budget or plan.budget, key.scope_budget or plan.budget)
             budget = ceiling
             try:
@@ -183,6 +187,20 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     async def metrics(request: Request) -> Response:
         return Response(scrape(counted, session), media_type=CONTENT_TYPE)
 
+    async def spend_view(request: Request) -> dict:
+        """/ui's summary: everything for the token's holder, a client key's own tasks for a key."""
+        key = None
+        if not (token is None and gate is None) and not (token is not None and authorized(
+                request.headers.get("authorization"), token)):
+            key, _ = await _key(request, gate)
+        state = session.budget
+        live = {"total": state.total, "left": None if state.left is None else round(state.left, 6)}
+        if key is None:
+            return await spend.summary(None, live)
+        # A task is the key's before its first trace line: a view kept until the trace grows is still the key's.
+        return await spend.summary(lambda task: owners.get(task.task_id) == key.name, {"key": key.name},
+                                   view=f"key {key.name}")
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
 
@@ -200,5 +218,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         Route("/healthz", guarded(healthz, open_route=True), methods=["GET"]),
         Route("/metrics", guarded(metrics), methods=["GET"]),
         Route("/openapi.json", guarded(openapi), methods=["GET"]),
+        # /ui's summary checks its caller itself (a key sees its own tasks); the page and its scripts hold no data.
+        *(Route(route.path, guarded(route.endpoint, open_route=True), methods=["GET"])
+          for route in ui_routes(spend_view, f"bamasc serve: {plan.system}")),
     ]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -235,6 +235,8 @@ HEAVY_MODULES = (
     "prometheus_client",
     # The MCP SDK (the mcp extra) belongs to a run whose tools include an MCP server.
     "mcp", "mcp_types",
+    # Plotly (the report extra) belongs to `bamasc report` and `/ui`.
+    "plotly",
 )
 
 
