@@ -71,6 +71,14 @@ async def read_body(request: Any, cap: int, seconds: float = BODY_SECONDS) -> by
         raise Problem(400, "the connection closed before the body arrived") from None
 
 
+def routing_headers(problem: Exception) -> dict[str, str]:
+    """The headers of Starlette's 404 or 405, a 405's `Allow` in one order (the route keeps its methods in a set)."""
+    headers = dict(getattr(problem, "headers", None) or {})
+    for name in [name for name in headers if name.lower() == "allow"]:
+        headers[name] = ", ".join(sorted(method.strip() for method in headers[name].split(",")))
+    return headers
+
+
 def json_body(raw: bytes) -> Any:
     """The JSON value of a request's body; a Problem (400) says why it has none."""
     try:

@@ -40,7 +40,7 @@ from starlette.routing import Route
 
 from bamasc.encodings import counting_tokenizer
 from bamasc.http.metrics import CONTENT_TYPE, CountResponses, Metrics
-from bamasc.http.requests import Problem, json_body, read_body
+from bamasc.http.requests import Problem, json_body, read_body, routing_headers
 from bamasc.metering.admission import Admissions, Attempt, PaceLink
 from bamasc.metering.afford import Cost
 from bamasc.metering.protocols import CHAT, MESSAGES, StreamReader, WireError, WireProtocol, check_betas, protocols
@@ -199,7 +199,7 @@ def build_app(settings: Settings, ledger) -> Starlette:
                             "GET /ui"])
         answer = _error(_protocol_of(request), status, f"bamasc proxy: {request.url.path} {what} (it serves {served})",
                         _KINDS.get(status, "invalid_request_error"))
-        answer.headers.update(getattr(problem, "headers", None) or {})  # a 405's `Allow`
+        answer.headers.update(routing_headers(problem))  # a 405's `Allow`
         return answer
 
     @contextlib.asynccontextmanager

@@ -26,7 +26,7 @@ from bamasc.serve.lookup import task_from_trace
 from bamasc.http.metrics import BUSY, CONTENT_TYPE
 from bamasc.serve.metrics import scrape, serve_metrics
 from bamasc.serve.openapi import openapi_document
-from bamasc.http.requests import Problem, authorized, read_body, task_fields
+from bamasc.http.requests import Problem, authorized, read_body, routing_headers, task_fields
 from bamasc.http.ui import LiveSpend, ui_routes
 
 log = logging.getLogger("bamasc.serve")
@@ -209,7 +209,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         responses[status] += 1
         message = "no such route" if status == 404 else "method not allowed on this route"
         # A 405 says which methods the route takes (Starlette's exception carries the `Allow` header).
-        return JSONResponse(Problem(status, message).body(), status_code=status, headers=getattr(problem, "headers", None))
+        return JSONResponse(Problem(status, message).body(), status_code=status, headers=routing_headers(problem))
 
     routes = [
         Route("/v1/tasks", guarded(post_task), methods=["POST"]),
