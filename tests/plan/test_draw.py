@@ -129,3 +129,16 @@ def test_a_failing_graphviz_is_reported(monkeypatch, tmp_path, templates):
     with pytest.raises(draw.DrawError, match="failed: Error: syntax error in line 1"):
         draw.draw_png(templates[0][1], str(target))
     assert not target.exists()
+
+
+def test_the_docs_pictures_are_there():
+    """docs/graphs.md shows PNGs that exist, one per section, each named after a template of its example."""
+    import re as regex
+
+    text = open(os.path.join(ROOT, "docs", "graphs.md"), encoding="utf-8").read()
+    pictures = regex.findall(r"!\[(\w+)\]\((images/graph-[\w-]+\.png)\)", text)
+    assert len(pictures) == text.count("\n## ") >= 4
+    for template, picture in pictures:
+        with open(os.path.join(ROOT, "docs", picture), "rb") as handle:
+            assert handle.read(8) == b"\x89PNG\r\n\x1a\n", picture
+        assert picture.endswith(f"-{template}.png"), picture
