@@ -99,18 +99,17 @@ def explanation(analysis, bound_state, kind: str, name: str) -> str:
     class of the system, or of every system that lists the topology."""
     program = analysis.program
     status, value = bound_state
+    title = _status_title(status, value)
+    if title is not None or program is None:
+        return f"{kind} {name}: {title or 'fix the errors first'}"
     if kind == "system":
-        systems = [program.systems[name]] if program is not None and name in program.systems else []
+        systems = [program.systems[name]] if name in program.systems else []
         template = None
     else:
-        topologies = program.topologies if program is not None else {}
-        systems = [s for s in program.systems.values() if name in s.topologies] if name in topologies else []
+        systems = [s for s in program.systems.values() if name in s.topologies] if name in program.topologies else []
         template = name
     if not systems:
-        return f"{kind} {name}: " + ("no system uses this topology" if kind == "topology" else "not declared here")
-    title = _status_title(status, value)
-    if title is not None:
-        return f"{kind} {name}: {title}"
+        return f"{kind} {name}: " + ("no system uses this topology" if name in program.topologies else "not declared here")
     return "\n\n".join(bound_text(value[s.name], template) for s in systems if s.name in value)
 
 
