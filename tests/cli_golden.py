@@ -19,8 +19,8 @@ group run in order in one folder (later ones read what earlier ones wrote:
 
 What is covered: for every file of `examples/`, lint in every format,
 compile (table, JSON, `--method weights`, `-o`), explain, graph (mermaid and
-dot; png only by its stdout, not its bytes, which depend on the matplotlib
-build), and exec on the fake provider (a task, a plan, `--dry-run`, a
+dot; png only by its stdout, not its bytes, which depend on the Graphviz
+build, and only where Graphviz's `dot` is installed), and exec on the fake provider (a task, a plan, `--dry-run`, a
 dataset with a trace, `--resume`); every template of
 `tests/fixtures/stages/combinators.bam` run on the fake in echo and dry-run
 mode with its trace; multi-file lint, `--strict`, `--with-importers`,
@@ -85,6 +85,7 @@ class Case:
     files: tuple[str, ...] = ()  # files the command writes, recorded after it ran
     images: tuple[str, ...] = ()  # files recorded only by whether they are PNG images
     argparse: bool = False  # its output is argparse's wording (see ARGPARSE_PYTHON)
+    programs: tuple[str, ...] = ()  # programs it runs that a machine may lack (the case skips without them)
 
 
 @dataclass
@@ -93,8 +94,8 @@ class Group:
     inputs: dict[str, Path]  # name in the case folder -> the file copied there
     cases: list[Case] = field(default_factory=list)
 
-    def add(self, name: str, *args: str, files=(), images=(), argparse=False) -> None:
-        self.cases.append(Case(name, tuple(args), tuple(files), tuple(images), argparse))
+    def add(self, name: str, *args: str, files=(), images=(), argparse=False, programs=()) -> None:
+        self.cases.append(Case(name, tuple(args), tuple(files), tuple(images), argparse, tuple(programs)))
 
 
 # ---------------------------------------------------------------- the cases
@@ -165,7 +166,8 @@ def _example_group(stem: str) -> Group:
                   "--format", "json")
         group.add("explain-budget", "explain", source, "--budget", "875")
         group.add("graph-o", "graph", "plan.json", "--format", "dot", "-o", "graph.dot", files=["graph.dot"])
-        group.add("graph-png", "graph", "plan.json", "--format", "png", "-o", "graph.png", images=["graph.png"])
+        group.add("graph-png", "graph", "plan.json", "--format", "png", "-o", "graph.png", images=["graph.png"],
+                  programs=["dot"])
     return group
 
 
@@ -444,6 +446,8 @@ def write() -> list[Path]:
         path = golden_path(group, case)
         if case.argparse and keep_argparse and path.exists():
             continue  # written on ARGPARSE_PYTHON only
+        if any(shutil.which(program) is None for program in case.programs) and path.exists():
+            continue  # written where the programs it runs are installed
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(records[(group.name, case.name)].encode("utf-8"))
         written.append(path)

@@ -11,6 +11,8 @@ diff before committing:
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tests import cli_golden, stages
@@ -30,6 +32,9 @@ def records(request):
 def test_cli(records, group, case):
     if case.argparse and not cli_golden.argparse_version_matches():
         pytest.skip(f"argparse wording: the golden was written on Python {cli_golden.ARGPARSE_PYTHON}")
+    missing = [program for program in case.programs if shutil.which(program) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} is not installed (graph --format png runs Graphviz's dot)")
     path = cli_golden.golden_path(group, case)
     difference = stages.compare(path, records[(group.name, case.name)].encode("utf-8"))
     if difference:

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -243,3 +244,64 @@ def test_the_vscode_extension_declares_the_language_grammar_and_server():
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
 def test_the_extension_script_is_valid_javascript():
     subprocess.run(["node", "--check", os.path.join(VSCODE, "extension.js")], check=True)
+
+
+# ---------------------------------------------------------------- Neovim, as docs/editor.md sets it up
+
+# Each Lua form of docs/editor.md, told by the call it rests on, and the Neovim it needs.
+NEOVIM_FORMS = {"vim.lsp.enable(": (0, 11), "vim.lsp.start(": (0, 8), "vim.lsp.start_client(": (0, 7)}
+# Waits until the server's diagnostics reach the buffer, then writes what Neovim sees and quits.
+NEOVIM_CHECK = """
+vim.wait(60000, function() return #vim.diagnostic.get(0) > 0 end, 100)
+local names = {}
+local clients = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = 0 }) or vim.lsp.buf_get_clients(0)
+for _, client in pairs(clients) do table.insert(names, client.name) end
+local found = vim.diagnostic.get(0)
+vim.fn.writefile({vim.bo.filetype, vim.bo.commentstring, table.concat(names, ","),
+                  found[1] and found[1].message or ""}, vim.env.BAMASC_NVIM_OUT)
+vim.cmd("qa!")
+"""
+
+
+def _neovim_version() -> tuple[int, int] | None:
+    if shutil.which("nvim") is None:
+        return None
+    first = subprocess.run(["nvim", "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+    match = re.match(r"NVIM v(\d+)\.(\d+)", first)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _lua_forms() -> dict[str, str]:
+    with open(os.path.join(ROOT, "docs", "editor.md"), encoding="utf-8") as handle:
+        blocks = re.findall(r"```lua\n(.*?)```", handle.read(), flags=re.DOTALL)
+    return {call: next(block for block in blocks if call in block) for call in NEOVIM_FORMS}
+
+
+@pytest.mark.parametrize("call", sorted(NEOVIM_FORMS))
+def test_the_neovim_forms_attach_the_server(tmp_path, call):
+    """Each form docs/editor.md gives, on a Neovim new enough for it: the buffer is a `bam` buffer with
+    `//` comments, and the server attaches and publishes the diagnostics of a broken file."""
+    version = _neovim_version()
+    if version is None:
+        pytest.skip("Neovim is not installed (apt-get install neovim)")
+    if version < NEOVIM_FORMS[call]:
+        pytest.skip(f"the {call}...) form needs Neovim {'.'.join(map(str, NEOVIM_FORMS[call]))}, this is {version}")
+    config = tmp_path / "init.lua"
+    config.write_text(_lua_forms()[call], encoding="utf-8")
+    check = tmp_path / "check.lua"
+    check.write_text(NEOVIM_CHECK, encoding="utf-8")
+    broken = tmp_path / "broken.bam"
+    broken.write_text("model m {\n", encoding="utf-8")
+    out = tmp_path / "seen.txt"
+    shim = tmp_path / "bin"  # `bamasc` as the docs' `cmd` names it: this checkout's
+    shim.mkdir()
+    (shim / "bamasc").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m bamasc "$@"\n', encoding="utf-8")
+    (shim / "bamasc").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "BAMASC_NVIM_OUT": str(out),
+           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), "XDG_CONFIG_HOME": str(tmp_path),
+           "XDG_DATA_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)}
+    subprocess.run(["nvim", "--headless", "--clean", "-u", str(config), "-c", f"luafile {check}", str(broken)],
+                   cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    filetype, comments, clients, message = out.read_text(encoding="utf-8").split("\n")[:4]
+    assert (filetype, comments, clients) == ("bam", "// %s", "bamasc")
+    assert message  # the server's syntax error for the unclosed block

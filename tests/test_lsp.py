@@ -65,7 +65,7 @@ async def client(lsp_client: LanguageClient):
     def refreshed(params):
         lsp_client.lens_refreshes.put_nowait(True)
 
-    await lsp_client.initialize_session(
+    lsp_client.initialized = await lsp_client.initialize_session(
         types.InitializeParams(capabilities=client_capabilities("visual-studio-code"), root_uri=uris.from_fs_path(ROOT))
     )
     yield
@@ -294,3 +294,88 @@ async def test_formatting_edits(client: LanguageClient, tmp_path):
     change(client, path, 3, "model m {")
     with pytest.raises(JsonRpcException, match="cannot format"):
         await client.text_document_formatting_async(types.DocumentFormattingParams(document, options))
+
+
+# A system with two length classes: at 400 tokens the prompt costs more, so each class has its own bound.
+CLASSES = """\
+model strong { provider = fake  name = "s"  price { input = 4  output = 8 }  tier = 1 }
+model weak { provider = fake  name = "w"  price { input = 1  output = 2 }  tier = 2 }
+role Solver {
+  max_output = 64
+  prompt = "Solve: {{task}} {{previous?}}"
+}
+topology pair {
+  slot solver : Solver [1..2]
+  flow { answer chain solver(task) }
+}
+system s {
+  models      = [strong, weak]
+  topologies  = [pair]
+  budget      = 3000
+  task_tokens = [100, 400]
+  answer      = number
+}
+"""
+
+
+async def bound_shown(client: LanguageClient, path: str, where: types.Position) -> str:
+    """The hover at `where` once the bound is computed."""
+    while True:
+        text = (await hover_at(client, path, where)).contents.value
+        if "computing" not in text:
+            return text
+        await asyncio.wait_for(client.lens_refreshes.get(), 120)
+
+
+async def test_hover_shows_every_length_class(client: LanguageClient, tmp_path):
+    from bamasc.plan.compile import compile_file
+
+    path = str(tmp_path / "classes.bam")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(CLASSES)
+    assert await open_file(client, path) == []
+    text = await bound_shown(client, path, position_of(CLASSES, "system s", 7))
+    system = compile_file(path).plan.system("s")
+    classes = [(system.task_tokens, system.templates)] + [(c.task_tokens, c.templates) for c in system.length_classes]
+    assert [tokens for tokens, _ in classes] == [100, 400]
+    for tokens, templates in classes:
+        (pair,) = templates
+        assert f"Tasks up to {tokens} tokens:" in text
+        assert f"| `pair` | {pair.worst_case_cost:.1f} µ$ | yes |" in text
+    assert classes[0][1][0].worst_case_cost != classes[1][1][0].worst_case_cost  # two tables, not one twice
+    assert text.count("Selected template: `pair`.") == 2
+    topology = await bound_shown(client, path, position_of(CLASSES, "topology pair", 9))
+    assert "Tasks up to 400 tokens:" in topology
+
+
+async def test_every_code_lens_runs_a_command_the_server_implements(client: LanguageClient, tmp_path):
+    path = str(tmp_path / "lenses.bam")
+    unused = CLASSES + "topology spare {\n  slot solver : Solver [1..1]\n  flow { answer chain solver(task) }\n}\n"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(unused)
+    await open_file(client, path)
+    await bound_shown(client, path, position_of(unused, "system s", 7))
+    document = types.TextDocumentIdentifier(uri_of(path))
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(document))
+    implemented = set(client.initialized.capabilities.execute_command_provider.commands)
+    assert {"bamasc.showCommand", "bamasc.showBound"} <= implemented
+    assert len(lenses) == 5  # the system's two, the used topology's two, the unused one's one
+    shown = {}
+    for lens in lenses:
+        assert lens.command is not None and lens.command.command in implemented, lens
+        assert lens.command.title
+        result = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(lens.command.command, lens.command.arguments))
+        assert isinstance(result, str) and result
+        shown[lens.command.title] = result
+    system_lens = next(title for title in shown if title.startswith("worst case ≤100 tok: "))
+    assert "≤400 tok: " in system_lens
+    explained = shown[system_lens]
+    assert "tasks up to 100 tokens:" in explained and "tasks up to 400 tokens:" in explained
+    assert explained.count("  selected: pair") == 2
+    assert "no system uses this topology" in shown["no system uses this topology"]
+    # The bound is shown to the user as a message too, as the suggestion's command line is.
+    messages = [message.message for message in client.messages]
+    assert explained in messages
+    with pytest.raises(JsonRpcException, match="takes a document"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams("bamasc.showBound", [1, 2]))

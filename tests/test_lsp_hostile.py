@@ -67,7 +67,7 @@ def hostile_params(rng: random.Random, opened: list[str]):
         "newName": rng.choice(NAMES),
         "query": rng.choice(NAMES),
         "options": rng.choice([{"tabSize": 2, "insertSpaces": True}, {"tabSize": -1}, None]),
-        "command": rng.choice(["bamasc.showCommand", "no.such.command", "", None]),
+        "command": rng.choice(["bamasc.showCommand", "bamasc.showBound", "no.such.command", "", None]),
         "arguments": rng.choice([None, [], ["bamasc compile x"], [None], {"a": 1}, "x", [2**70]]),
     }
     for key in rng.sample(sorted(params), rng.randrange(3)):

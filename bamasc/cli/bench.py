@@ -98,10 +98,14 @@ def run(args) -> int:
                               total_budget=args.total_budget, ledger=BatchBudget(args.total_budget))
     workers = max(1, min(args.concurrency, os.cpu_count() or 1))
 
+    bar = output.RunProgress(lines=False)
+    bar.start(len(dataset.items) * (len(budgets) + len(args.baseline)),
+              _spend_limit(program, budgets, args.baseline, len(dataset.items), args.total_budget))
+
     def progress(run: dict) -> None:
         where = f"{run['system']} at {run['budget']:g} µ$"
         done = f"{run['correct']}/{run['tasks']} correct" if run["feasible"] else "infeasible"
-        print(f"ran {where}: {done}", file=sys.stderr)
+        bar.say(f"ran {where}: {done}")
 
     def save(data: dict) -> None:
         try:
@@ -112,8 +116,11 @@ def run(args) -> int:
     try:
         limits = Limits(wall_time=args.code_timeout)
         # Saved after every budget and baseline: an interruption keeps the runs already done.
-        data = bench(args.file, dataset, system, budgets, tuple(args.baseline), options, workers, limits, progress,
-                     save if args.output else None, isolation, args.scorer)
+        try:
+            data = bench(args.file, dataset, system, budgets, tuple(args.baseline), options, workers, limits, progress,
+                         save if args.output else None, isolation, args.scorer, bar)
+        finally:  # the bar's line ends before any message about how the run ended
+            bar.close()
     except (ProviderError, ValueError) as problem:
         output.failure(report, problem)
         return report.return_code
@@ -133,6 +140,15 @@ def run(args) -> int:
     if any(run.get("overruns") for run in data["runs"]):
         report.failed()
     return report.return_code
+
+
+def _spend_limit(program, budgets, baselines, tasks: int, total_budget: float | None) -> float | None:
+    """The most the runs may spend: each task at its run's budget (a baseline's own), within the total."""
+    own = [program.systems[name].budget for name in baselines]
+    if any(budget is None for budget in own):
+        return total_budget
+    limit = tasks * (sum(budgets) + sum(own))
+    return limit if total_budget is None else min(limit, total_budget)
 
 
 def _extras(args, program, system: str) -> list:

@@ -77,19 +77,21 @@ def run(args) -> int:
         trace_path=args.trace,
         total_budget=args.total_budget,
     )
-    progress = output.ProgressBar()
+    progress = output.RunProgress(unit="run")
     try:
         scorer = functools.partial(score, scorer=args.scorer) if args.scorer else score
-        summary = asyncio.run(collect(plans, system.name, system.topologies, tasks, args.output, options, progress, scorer))
+        try:
+            summary = asyncio.run(collect(plans, system.name, system.topologies, tasks, args.output, options, progress,
+                                          scorer))
+        finally:  # the bar's line ends before any message about how the run ended
+            progress.close()
     except (OfflineDataError, ProviderError, ValueError) as problem:
-        progress.close()
         output.failure(report, problem)
         return report.return_code
     except KeyboardInterrupt:
         print("\ninterrupted: every finished run is in the output; the same command resumes", file=sys.stderr)
         report.failed()
         return report.return_code
-    progress.close()
     runs = summary.written - summary.infeasible
     rate = f", {summary.successes} of {runs} runs successful" if runs else ""
     print(

@@ -93,7 +93,7 @@ def run(args) -> int:
     # The one task's calls are kept for its ledger table; a dataset's are only summed.
     calls: list[dict] | None = [] if args.task is not None else None
     first: list = []
-    progress = output.ProgressBar() if args.dataset else None
+    progress = output.RunProgress() if args.dataset else None
     try:
         system = plan.system(args.system)
         if system.selection["rule"] == "policy" and not args.template:
@@ -114,13 +114,18 @@ def run(args) -> int:
             if not first:
                 first.append(result)
 
-        if args.engine == "ray":
-            from bamasc.runtime.ray_engine import run_on_ray
+        try:
+            if args.engine == "ray":
+                from bamasc.runtime.ray_engine import run_on_ray
 
-            outcome = run_on_ray(plan, program, system.name, tasks, options, actors=args.actors,
-                                 address=args.ray_address, progress=progress, calls=calls, on_result=keep_first)
-        else:
-            outcome = asyncio.run(run_batch(plan, program, system.name, tasks, options, progress, calls, keep_first))
+                outcome = run_on_ray(plan, program, system.name, tasks, options, actors=args.actors,
+                                     address=args.ray_address, progress=progress, calls=calls, on_result=keep_first)
+            else:
+                outcome = asyncio.run(run_batch(plan, program, system.name, tasks, options, progress, calls,
+                                                keep_first))
+        finally:
+            if progress is not None:  # the bar's line ends before any message about how the run ended
+                progress.close()
     except KeyError as problem:
         output.usage(report, f"unknown system or template: {problem}")
         return _ended(report, live)
@@ -131,8 +136,6 @@ def run(args) -> int:
         print("\ninterrupted: every finished task is in the trace; --resume continues", file=sys.stderr)
         report.failed()
         return _ended(report, live)
-    if progress is not None:
-        progress.close()
     totals = outcome.totals
     if args.task is not None and first and first[0].template is not None:
         print(task_report(first[0], system.in_class(first[0].template, first[0].length_class), calls))

@@ -35,9 +35,16 @@ def run(args) -> int:
         if not args.output:
             output.usage(report, "--format png needs -o FILE.png")
             return report.return_code
-        from bamasc.plan.draw import draw_png
+        from bamasc.plan.draw import DrawError, draw_png
 
-        draw_png(template, args.output)
+        try:
+            draw_png(template, args.output)
+        except DrawError as problem:
+            output.failure(report, problem)
+            return report.return_code
+        except OSError as problem:  # the disk filled up, or the folder went away, since the check
+            output.usage(report, f"cannot write the graph to {args.output}: {problem.strerror or problem}")
+            return report.return_code
         print(f"graph written to {args.output}")
         return report.return_code
     text = render.mermaid(template) if args.format == "mermaid" else render.dot(template)

@@ -156,8 +156,9 @@ def run(args) -> int:
 
     providers = Providers(args.fake, args.cassette, args.record, args.concurrency, cli_args.retry_policy(args))
     code = (max(1, min(args.concurrency, os.cpu_count() or 1)), Limits(wall_time=args.code_timeout), isolation)
+    bar = output.RunProgress(lines=False)  # on a terminal: every collect and bench task run, against the estimate
     reproduction = Reproduction(setup, program, args.output, dataset, train_tasks, providers, code,
-                                tell=lambda message: print(message, file=sys.stderr), scorer=scorer)
+                                tell=bar.say, scorer=scorer, progress=bar)
     print(f"scoring {setup.kind} with the {scorer} scorer", file=sys.stderr)
     try:
         reproduction.check()
@@ -168,7 +169,7 @@ def run(args) -> int:
     print(_estimate_text(estimate, len(reproduction.cells)))
     if not _confirmed(report, args, estimate):
         return report.return_code
-    return _run(report, args, reproduction)
+    return _run(report, args, reproduction, bar)
 
 
 def _program(report: Report, path: str):
@@ -239,14 +240,17 @@ def _confirmed(report: Report, args, estimate) -> bool:
     return False
 
 
-def _run(report: Report, args, reproduction) -> int:
+def _run(report: Report, args, reproduction, bar) -> int:
     from bamasc.evaluate.paper_table import markdown, provenance, table_data, write_table
     from bamasc.evaluate.plots import plot_reproduction
     from bamasc.evaluate.reproduce import ReproduceError
     from bamasc.runtime.providers.base import ProviderError
 
     try:
-        results = reproduction.run()
+        try:
+            results = reproduction.run()
+        finally:  # the bar's line ends before any message about how the run ended
+            bar.close()
     except (ReproduceError, ProviderError, ValueError) as problem:
         output.failure(report, problem)
         return report.return_code

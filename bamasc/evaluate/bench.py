@@ -15,6 +15,7 @@ import os
 
 from bamasc.evaluate.cells import percentile, tally  # noqa: F401 (percentile: the interface)
 from bamasc.evaluate.datasets import Dataset
+from bamasc.evaluate.progress import Stages
 from bamasc.evaluate.scorers import READS_OUTPUT, Verdict, score_items
 from bamasc.records import replace
 from bamasc.runtime.execute import ExecOptions, Task
@@ -52,11 +53,14 @@ def bench(
     save=None,
     isolation: str = "namespaces",
     scorer: str | None = None,
+    task_progress=None,
 ) -> dict:
     """Run `system` at every budget and each baseline at its own budget on every item of `dataset`;
     MBPP programs run `code_concurrency` at a time under `code_limits` (a sandbox.Limits);
     `scorer` names another scorer for the dataset's kind (scorers.SCORERS).
-    After each run, `progress(run)` hears of it and `save(data)` gets the results so far."""
+    After each run, `progress(run)` hears of it and `save(data)` gets the results so far; after each task,
+    `task_progress(done, total, spent, None)` hears the tasks ended and to run over every run, and the µ$
+    they spent."""
     options = options or ExecOptions()
     runs: list[dict] = []
     data = {
@@ -68,9 +72,11 @@ def bench(
         "runs": runs,
     }
     plan = [(budget, system, False) for budget in budgets] + [(None, name, True) for name in baselines]
+    stages = Stages(task_progress, len(dataset.items) * len(plan)) if task_progress is not None else None
     for budget, name, baseline in plan:
+        this_run = stages.stage(len(dataset.items)) if stages is not None else None
         runs.append(bench_run(path, dataset, name, budget, options, baseline, code_concurrency, code_limits, isolation,
-                              scorer=scorer))
+                              scorer=scorer, progress=this_run))
         if progress is not None:
             progress(runs[-1])
         if save is not None:
@@ -92,10 +98,11 @@ def write_results(data: dict, path: str) -> None:
 
 def bench_run(path, dataset: Dataset, system: str, budget, options, baseline: bool = False, code_concurrency: int = 2,
               code_limits=None, isolation: str = "namespaces", method: str = "lexicographic",
-              checkpoint: str | None = None, scorer: str | None = None) -> dict:
+              checkpoint: str | None = None, scorer: str | None = None, progress=None) -> dict:
     """One run of the benchmark: `system` compiled at `budget` (None: its own) with `method`, every item
     run and scored (by `scorer`, or the dataset kind's own). `checkpoint` selects the template per task
-    with that policy instead of the system's `select`."""
+    with that policy instead of the system's `select`. `progress` hears of each task as
+    `workers.run_batch` tells it."""
     from bamasc.plan.compile import compile_file
 
     compiled = compile_file(path, system=system, budget=budget, method=method)
@@ -121,7 +128,7 @@ def bench_run(path, dataset: Dataset, system: str, budget, options, baseline: bo
         except PolicyError as problem:  # a missing or mismatched checkpoint: the command reports it
             raise BenchError(str(problem)) from None
     tasks = [Task(item.id, item.prompt) for item in dataset.items]
-    results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, system, tasks, options))
+    results, _, _ = asyncio.run(run_tasks(compiled.plan, compiled.program, system, tasks, options, progress))
     answers = {result.task_id: result for result in results}
     whole = scorer in READS_OUTPUT  # this scorer extracts from the whole output itself
     pairs = [(item, answers[item.id].output if whole else answers[item.id].answer) for item in dataset.items]

@@ -63,7 +63,8 @@ class Reproduction:
     """The stages of one reproduction into `out_dir`: `check`, `estimate`, then `run`."""
 
     def __init__(self, setup: Setup, program, out_dir: str, dataset, train_tasks, providers: Providers,
-                 code=(2, None, "namespaces"), tell=lambda message: None, scorer: str | None = None):
+                 code=(2, None, "namespaces"), tell=lambda message: None, scorer: str | None = None,
+                 progress=None):
         from bamasc.evaluate.scorers import default_scorer
 
         self.setup = setup
@@ -75,6 +76,10 @@ class Reproduction:
         self.providers = providers
         self.code_concurrency, self.code_limits, self.isolation = code  # how MBPP programs are scored
         self.tell = tell
+        # progress(done, total, spent, limit): the task runs of every collect and bench cell as one count,
+        # against the estimate's runs and bound (evaluate.progress).
+        self.progress = progress
+        self._stages = None
         self.cells = plan_cells(setup, program)
         self._compiled: dict = {}
         self._told: set[str] = set()
@@ -150,6 +155,10 @@ class Reproduction:
         stages = found.get("stages", {})
         stages[stage] = value
         self._save_manifest(stages)
+
+    def _stage_progress(self):
+        """The progress callback of the next collect or bench cell (None without `progress`)."""
+        return self._stages.stage() if self._stages is not None else None
 
     def _stage(self, stage: str):
         return ((self.manifest() or {}).get("stages") or {}).get(stage)
@@ -257,6 +266,11 @@ class Reproduction:
         os.makedirs(self.out_dir, exist_ok=True)
         if self.manifest() is None:
             self._save_manifest({})
+        if self.progress is not None:
+            from bamasc.evaluate.progress import Stages
+
+            estimate = self.estimate()
+            self._stages = Stages(self.progress, estimate.runs, estimate.bound)
         for system in self.setup.learned:
             self.collect(system)
             for objective in self.setup.objectives:
@@ -283,7 +297,7 @@ class Reproduction:
         topologies = self.program.systems[system].topologies
         scorer = functools.partial(score, scorer=self.scorer)
         summary = asyncio.run(collect(plans, system, topologies, self.train_tasks, self.rows_path(system), options,
-                                      None, scorer))
+                                      self._stage_progress(), scorer))
         self._mark(stage, {"rows": summary.written + summary.skipped})
         self.tell(f"collect {system}: {summary.written} rows written, {summary.skipped} already there")
 
@@ -369,7 +383,7 @@ class Reproduction:
                 result = bench_run(self.setup.path, self.dataset, cell.system, cell.budget, options,
                                    code_concurrency=self.code_concurrency, code_limits=self.code_limits,
                                    isolation=self.isolation, method=cell.binder, checkpoint=checkpoint,
-                                   scorer=self.scorer)
+                                   scorer=self.scorer, progress=self._stage_progress())
             except BenchError as problem:
                 raise ReproduceError(f"{cell.label} at {cell.budget:g} µ$: {problem}") from None
             line = {"cell": list(cell.key), "label": cell.label, "by_policy": self._by_policy(cell),

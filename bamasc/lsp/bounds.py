@@ -30,11 +30,28 @@ class TemplateBound:
 
 
 @record
+class ClassBound:
+    """The templates' bounds for tasks of one length class (the system's `task_tokens`, or one of its list)."""
+
+    task_tokens: int
+    templates: tuple[TemplateBound, ...]
+    selected: str | None  # the template its `select` rule picks for tasks this long (None: none fits)
+
+
+@record
 class SystemBound:
     system: str
     budget: float | None  # µ$ per task; None when the system declares none
-    templates: tuple[TemplateBound, ...]
-    selected: str | None  # the template its `select` rule picks ahead of any task (None: none fits)
+    classes: tuple[ClassBound, ...]  # every length class, shortest first; () without a budget
+
+    @property
+    def templates(self) -> tuple[TemplateBound, ...]:
+        """The first (shortest) class's: what `bamasc compile` prints first and a lens shows."""
+        return self.classes[0].templates if self.classes else ()
+
+    @property
+    def selected(self) -> str | None:
+        return self.classes[0].selected if self.classes else None
 
     @property
     def fits(self) -> bool:
@@ -45,35 +62,46 @@ class SystemBound:
 
 
 def bind_program(program: Program) -> dict[str, SystemBound]:
-    """Every system's templates bound at its declared budget, as `bamasc compile` binds them."""
-    from bamasc.optimize.bind import BindingError, bind_template, select_template
-    from bamasc.optimize.errors import SolverError
+    """Every system's templates bound at its declared budget for each of its length classes, as `bamasc
+    compile` binds them (a longer class binds the system again as if `task_tokens` were that long)."""
+    from bamasc.records import replace
 
     found = {}
     for system in program.systems.values():
         if system.budget is None:
-            found[system.name] = SystemBound(system.name, None, (), None)
+            found[system.name] = SystemBound(system.name, None, ())
             continue
-        templates, bindings = [], []
-        for name in system.topologies:
-            try:
-                binding = bind_template(program, system, name, system.budget)
-            except (BindingError, SolverError) as problem:
-                templates.append(TemplateBound(name, False, None, None, (), str(problem)))
-                continue
-            bindings.append(binding)
-            seats: dict[tuple[str, str, int | None], int] = {}
-            for seat in binding.seats:
-                seats[seat.slot, seat.model, seat.cap] = seats.get((seat.slot, seat.model, seat.cap), 0) + 1
-            seats = tuple(f"{slot}: {count}x {model}" + ("" if cap is None else f" (cap {cap})")
-                          for (slot, model, cap), count in seats.items())
-            cost = binding.worst_case_cost if binding.feasible else None
-            templates.append(TemplateBound(name, binding.feasible, cost, binding.cheapest_cost, seats))
-        # A policy picks per task; ahead of a task the plan's default is the strongest.
-        rule = "cheapest" if system.select.kind == "cheapest" else "strongest"
-        selected = select_template(bindings, rule)
-        found[system.name] = SystemBound(system.name, system.budget, tuple(templates), selected.template if selected else None)
+        classes = [_bind_class(program, system)]
+        for tokens in system.classes[1:]:
+            classes.append(_bind_class(program, replace(system, task_tokens=tokens, length_classes=())))
+        found[system.name] = SystemBound(system.name, system.budget, tuple(classes))
     return found
+
+
+def _bind_class(program: Program, system) -> ClassBound:
+    """`system`'s templates bound for tasks of its `task_tokens`."""
+    from bamasc.optimize.bind import BindingError, bind_template, select_template
+    from bamasc.optimize.errors import SolverError
+
+    templates, bindings = [], []
+    for name in system.topologies:
+        try:
+            binding = bind_template(program, system, name, system.budget)
+        except (BindingError, SolverError) as problem:
+            templates.append(TemplateBound(name, False, None, None, (), str(problem)))
+            continue
+        bindings.append(binding)
+        seats: dict[tuple[str, str, int | None], int] = {}
+        for seat in binding.seats:
+            seats[seat.slot, seat.model, seat.cap] = seats.get((seat.slot, seat.model, seat.cap), 0) + 1
+        shown = tuple(f"{slot}: {count}x {model}" + ("" if cap is None else f" (cap {cap})")
+                      for (slot, model, cap), count in seats.items())
+        cost = binding.worst_case_cost if binding.feasible else None
+        templates.append(TemplateBound(name, binding.feasible, cost, binding.cheapest_cost, shown))
+    # A policy picks per task; ahead of a task the plan's default is the strongest.
+    rule = "cheapest" if system.select.kind == "cheapest" else "strongest"
+    selected = select_template(bindings, rule)
+    return ClassBound(system.task_tokens, tuple(templates), selected.template if selected else None)
 
 
 class Bounds:

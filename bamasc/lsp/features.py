@@ -10,9 +10,9 @@ from pygls import uris
 from bamasc.fmt import FormatError, format_source
 from bamasc.lsp.complete import completions
 from bamasc.lsp.hover import hover_text
-from bamasc.lsp.lenses import lenses
+from bamasc.lsp.lenses import explanation, lenses
 from bamasc.lsp.navigate import RenameError, definitions, document_symbols, references, rename, workspace_symbols
-from bamasc.lsp.server import SHOW_COMMAND, BamServer, refuse
+from bamasc.lsp.server import SHOW_BOUND, SHOW_COMMAND, BamServer, refuse
 
 SYMBOL_KINDS = {
     "model": types.SymbolKind.Class,
@@ -40,6 +40,7 @@ COMPLETION_KINDS = {
     "slot": types.CompletionItemKind.Field,
     "flow": types.CompletionItemKind.Variable,
 }
+EXPLAINED = ("system", "topology")  # what a bound's lens explains
 # Where a list of choices is useful at once; other completions come when the editor asks.
 TRIGGERS = ["{", "[", "(", "=", ":", ","]
 
@@ -177,10 +178,26 @@ def _editing(server: BamServer) -> None:
         root = ls.workspace.root_path
         found = []
         for lens in lenses(analysis, ls.bounds.state(analysis), root):
-            arguments = [lens.command] if lens.command else None
-            command = types.Command(lens.command or lens.title, SHOW_COMMAND if lens.command else "", arguments=arguments)
+            if lens.command:
+                command = types.Command(lens.command, SHOW_COMMAND, arguments=[lens.command])
+            else:  # a bound: the command shows it in full
+                command = types.Command(lens.title, SHOW_BOUND, arguments=[params.text_document.uri, *lens.explains])
             found.append(types.CodeLens(range=ls.range(analysis, lens.span), command=command))
         return found
+
+    @server.command(SHOW_BOUND)
+    def show_bound(ls: BamServer, *arguments):
+        # (document uri, "system" or "topology", name), as the lens gave them.
+        if len(arguments) != 3 or not all(isinstance(a, str) for a in arguments) or arguments[1] not in EXPLAINED:
+            refuse(f"{SHOW_BOUND} takes a document, 'system' or 'topology', and a name")
+        uri, kind, name = arguments
+        document = ls.documents.get(uri)
+        if document is None or document.analysis is None:
+            refuse(f"cannot show the bound: {uri} is not open")
+        analysis = document.analysis
+        text = explanation(analysis, ls.bounds.state(analysis), kind, name)
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Info, text))
+        return text
 
     @server.command(SHOW_COMMAND)
     def show_command(ls: BamServer, *arguments):

@@ -149,20 +149,23 @@ def _bound_section(bound_state, systems, template: str | None) -> str:
 
 
 def bound_lines(bound: SystemBound, template: str | None) -> str:
-    """The proven bounds of one system (or of one of its templates) as Markdown."""
+    """The proven bounds of one system (or of one of its templates) as Markdown: a table per length class."""
     if bound.budget is None:
         return f"System `{bound.system}` declares no budget: nothing to bind."
     budget = f"{bound.budget:g} µ$"
-    rows = [f"**Worst case in `{bound.system}` at its budget of {budget}** (proven by the binder):", ""]
-    rows += ["| template | worst case | fits | binding |", "|---|---|---|---|"]
-    for found in bound.templates:
-        if template is not None and found.template != template:
-            continue
-        fits = "yes" if found.feasible else "no"
-        rows.append(f"| `{found.template}` | {cost_text(found)} | {fits} | {', '.join(found.seats) or '-'} |")
-    if template is None:
-        rows.append("")
-        rows.append(f"Selected template: `{bound.selected}`." if bound.selected else f"No template fits {budget}.")
+    rows = [f"**Worst case in `{bound.system}` at its budget of {budget}** (proven by the binder):"]
+    for length in bound.classes:
+        if len(bound.classes) > 1:
+            rows += ["", f"Tasks up to {length.task_tokens} tokens:"]
+        rows += ["", "| template | worst case | fits | binding |", "|---|---|---|---|"]
+        for found in length.templates:
+            if template is not None and found.template != template:
+                continue
+            fits = "yes" if found.feasible else "no"
+            rows.append(f"| `{found.template}` | {cost_text(found)} | {fits} | {', '.join(found.seats) or '-'} |")
+        if template is None:
+            rows.append("")
+            rows.append(f"Selected template: `{length.selected}`." if length.selected else f"No template fits {budget}.")
     return "\n".join(rows)
 
 

@@ -19,7 +19,8 @@ from bamasc.lsp.bounds import Bounds
 from bamasc.lsp.transport import BamProtocol, serve_stdio
 
 DEBOUNCE_SECONDS = 0.2  # after the last keystroke; an open or a save lints at once
-SHOW_COMMAND = "bamasc.showCommand"
+SHOW_COMMAND = "bamasc.showCommand"  # a lens's suggested command line, shown (the server runs nothing)
+SHOW_BOUND = "bamasc.showBound"  # a lens's bound, shown in full
 REQUEST_FAILED = -32803  # LSP's RequestFailed: a request understood but refused (a bad rename)
 HELP_URI = "https://github.com/bamasc/bamasc/blob/main/docs/diagnostics.md#{}"
 

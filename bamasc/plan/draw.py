@@ -1,126 +1,90 @@
-"""Draws a template's call graph as a PNG: a layered left-to-right layout, drawn with matplotlib.
+"""Draws a template's call graph as a PNG: the dot text `render.dot` writes, laid out and drawn by Graphviz.
 
-Each call sits in the column of its topological generation (the longest chain
-of calls before it). Every edge runs from a box's right side to the next
-column's left side; an edge that skips columns passes each column it crosses
-through a free slot of its own, as a box would. No segment then enters the
-column of a box it does not end at, so no edge crosses a node.
+The picture is the dot output with a title and colours added, never a second
+drawing of the graph: every arrow `render.arrows` lists (the calls' inputs,
+each route's branches from its router, each dynamic plan's seats from its
+planner) is an edge Graphviz lays out. Graphviz's layered layout (`dot`)
+orders the calls to keep edges short and uncrossed, which a hand-made layout
+cannot do for the larger plans. This module does not lay anything out itself.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
+from bamasc.plan.render import Arrow, dot, dot_attributes
 from bamasc.plan.schema import TemplatePlan
 
-BOX_WIDTH = 2.0  # inches: a label of about 26 characters at 7 points
-BOX_HEIGHT = 0.75  # inches: three lines of label
-COLUMN_GAP = 1.0  # inches between columns, for the arrows
-ROW_GAP = 0.35  # inches between the slots of one column
+PROGRAM = "dot"  # Graphviz's layered layout, the one made for directed call graphs
+INSTALL_HINT = "install Graphviz (Debian and Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
+
+# What the picture adds to the dot text: a title, boxes and arrows in colours the eye can tell apart,
+# and a resolution at which a label of three 10-point lines reads well.
+STYLE = (
+    'graph [fontname="Helvetica", fontsize=12, labelloc=t, labeljust=l, dpi=96, nodesep=0.35, ranksep=0.6, '
+    'pad=0.2, bgcolor=white];',
+    'node [fontsize=10, style="rounded,filled", fillcolor="#eef3fb", color="#4a6fa5"];',
+    'edge [fontname="Helvetica", fontsize=9, color="#444444", arrowsize=0.7];',
+)
 
 
-def layout(template: TemplatePlan, graph=None) -> tuple[dict[str, tuple[float, float, float, float]], list[tuple[str, str, list, bool]]]:
-    """Boxes by node name as (x0, y0, x1, y1), and edges as (source, target, polyline points, conditional)."""
-    graph = template.graph() if graph is None else graph  # the drawing passes the one it labels
-    predecessors: dict[str, list[tuple[str, bool]]] = {"task": []}
-    for node, data in graph.nodes(data=True):
-        conditional = data["condition"] is not None
-        sources = (["task"] if data["reads_task"] else []) + list(graph.predecessors(node))
-        predecessors[node] = [(source, conditional) for source in sources]
-    predecessors["answer"] = [(source, False) for source in graph.graph["answer"]]
+# Colours by kind of edge: the task's inputs recede (every call reads the task), a route's or a plan's
+# choices stand out, the worst case's most.
+TASK_COLOUR = "#a8b3c4"
+CHOICE_COLOUR = "#2a6fb0"
+WORST_COLOUR = "#c0392b"
 
-    layer: dict[str, int] = {}
 
-    def layer_of(name: str) -> int:
-        if name not in layer:
-            layer[name] = 1 + max((layer_of(source) for source, _ in predecessors[name]), default=-1)
-        return layer[name]
+def arrow_attributes(arrow: Arrow) -> str:
+    """The dot output's attributes of `arrow`, with the picture's colours."""
+    plain = dot_attributes(arrow)
+    if arrow.style == "worst":
+        colour = f'color="{WORST_COLOUR}", fontcolor="{WORST_COLOUR}", penwidth=1.6'
+    elif arrow.style == "choice":
+        colour = f'color="{CHOICE_COLOUR}", fontcolor="{CHOICE_COLOUR}"'
+    elif arrow.source == "task":
+        colour = f'color="{TASK_COLOUR}"'
+    else:
+        return plain
+    return f"{plain[:-1]}, {colour}]" if plain else f" [{colour}]"
 
-    for name in predecessors:
-        layer_of(name)
-    # The answer closes the picture, in a column of its own after every call.
-    layer["answer"] = max((layer[name] for name in predecessors if name != "answer"), default=0) + 1
 
-    columns: dict[int, list[str]] = {}
-    for name in predecessors:
-        columns.setdefault(layer[name], []).append(name)
-    # Each edge that skips columns takes a slot in every column between its ends.
-    detours: list[tuple[str, str, bool, list[tuple[int, int]]]] = []
-    for target, sources in predecessors.items():
-        for source, conditional in sources:
-            slots = []
-            for column in range(layer[source] + 1, layer[target]):
-                columns.setdefault(column, []).append(f"{source}->{target}")
-                slots.append((column, len(columns[column]) - 1))
-            detours.append((source, target, conditional, slots))
+class DrawError(Exception):
+    """The picture could not be drawn: Graphviz is missing or failed."""
 
-    tallest = max(len(names) for names in columns.values())
 
-    def centre(column: int, slot: int) -> tuple[float, float]:
-        count = len(columns[column])
-        # Columns are centred on one another; y grows upwards, slot 0 on top.
-        offset = (tallest - count) / 2
-        return column * (BOX_WIDTH + COLUMN_GAP) + BOX_WIDTH / 2, -(offset + slot) * (BOX_HEIGHT + ROW_GAP)
-
-    boxes = {}
-    for column, names in columns.items():
-        for slot, name in enumerate(names):
-            if name in predecessors:
-                x, y = centre(column, slot)
-                boxes[name] = (x - BOX_WIDTH / 2, y - BOX_HEIGHT / 2, x + BOX_WIDTH / 2, y + BOX_HEIGHT / 2)
-    edges = []
-    for source, target, conditional, slots in detours:
-        x0, y0, x1, y1 = boxes[source]
-        points = [(x1, (y0 + y1) / 2)]
-        for column, slot in slots:
-            x, y = centre(column, slot)
-            points += [(x - BOX_WIDTH / 2, y), (x + BOX_WIDTH / 2, y)]
-        x0, y0, x1, y1 = boxes[target]
-        points.append((x0, (y0 + y1) / 2))
-        edges.append((source, target, points, conditional))
-    return boxes, edges
+def png_source(template: TemplatePlan) -> str:
+    """The dot text the PNG is drawn from: `render.dot`'s, with the title and the picture's style."""
+    title = (f"{template.name}: worst case {template.worst_case_cost:.1f} µ$\\l(dashed: calls that run only "
+             "under a condition; dotted, blue: a route's or a plan's choices; red: the worst case's)\\l")
+    return dot(template, STYLE + (f'label="{title}";',), arrow_attributes)
 
 
 def draw_png(template: TemplatePlan, path: str) -> None:
-    import matplotlib
+    """The call graph as a PNG at `path`; DrawError when Graphviz is not installed or fails.
+    Nothing is written unless the whole picture was drawn."""
+    image = render_png(png_source(template))
+    with open(path, "wb") as handle:
+        handle.write(image)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-    from matplotlib.path import Path
 
-    graph = template.graph()
-    boxes, edges = layout(template, graph)
-    labels = {"task": "task", "answer": "answer"}
-    for node, data in graph.nodes(data=True):
-        labels[node] = f"{data['role']}@{data['model']}\n{node}\n<= {data['cost']:.1f} µ$"
-    # Detours of long edges may run in lanes below every box: the canvas holds them too.
-    lanes = [y for _, _, points, _ in edges for _, y in points]
-    left = min(box[0] for box in boxes.values())
-    right = max(box[2] for box in boxes.values())
-    bottom = min([box[1] for box in boxes.values()] + lanes)
-    top = max([box[3] for box in boxes.values()] + lanes)
-    margin = 0.3
-    width, height = right - left + 2 * margin, top - bottom + 2 * margin + 0.4  # room for the title
-    figure = plt.figure(figsize=(max(4.0, width), max(2.0, height)), dpi=100)
-    axis = figure.add_axes((0, 0, 1, 1))
-    axis.set_xlim(left - margin, left - margin + max(4.0, width))
-    axis.set_ylim(top + margin + 0.4 - max(2.0, height), top + margin + 0.4)
-    axis.set_aspect("equal")
-    axis.axis("off")
-    for source, target, points, conditional in edges:
-        codes = [Path.MOVETO] + [Path.LINETO] * (len(points) - 1)
-        axis.add_patch(
-            FancyArrowPatch(
-                path=Path(points, codes), arrowstyle="-|>", mutation_scale=10,
-                linestyle="--" if conditional else "-", color="#333333", linewidth=1,
-            )
-        )
-    for name, (x0, y0, x1, y1) in boxes.items():
-        axis.add_patch(
-            FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.08",
-                           facecolor="#eef3fb", edgecolor="#4a6fa5")
-        )
-        axis.text((x0 + x1) / 2, (y0 + y1) / 2, labels.get(name, name), ha="center", va="center", fontsize=7)
-    axis.text(left, top + 0.25, f"{template.name}: worst case {template.worst_case_cost:.1f} µ$ (dashed: conditional calls)",
-              fontsize=8, va="bottom")
-    figure.savefig(path)
-    plt.close(figure)
+def render_png(source: str) -> bytes:
+    """`source` (dot text) laid out and drawn by Graphviz's `dot` program, as PNG bytes."""
+    return run_dot(source, "png")
+
+
+def run_dot(source: str, output_format: str) -> bytes:
+    program = shutil.which(PROGRAM)
+    if program is None:
+        raise DrawError(f"drawing a PNG needs Graphviz's `{PROGRAM}` program, which is not on PATH: {INSTALL_HINT}; "
+                        "or write --format dot and draw it elsewhere")
+    try:
+        done = subprocess.run([program, f"-T{output_format}"], input=source.encode("utf-8"), capture_output=True,
+                              check=False)
+    except OSError as problem:  # found, but cannot be run (a broken install)
+        raise DrawError(f"cannot run Graphviz's `{program}`: {problem.strerror or problem}") from None
+    if done.returncode != 0 or not done.stdout:
+        message = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.returncode}"
+        raise DrawError(f"Graphviz's `{program}` failed: {message}")
+    return done.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bamasc.combinators.dynamic import seat_step
 from bamasc.plan.schema import Plan, SystemPlan, TemplatePlan
+from bamasc.records import record
 
 
 def text_table(header: list[str], rows: list[list[str]]) -> str:
@@ -82,16 +83,34 @@ def _label(node: str, data: dict) -> str:
     return label
 
 
-def _edges(graph):
-    """Each arrow of the drawing: (source, target, conditional), `task` and `answer` included."""
+@record
+class Arrow:
+    """One arrow of a call graph's drawing, the same in every format."""
+
+    source: str  # a call's node id, or `task`
+    target: str  # a call's node id, or `answer`
+    style: str  # ARROW_STYLES: a flow edge, a conditional one, a route's or plan's choice, the worst-case choice
+    label: str | None = None  # a choice's branch (or a dynamic plan's step and seat)
+
+
+ARROW_STYLES = ("flow", "conditional", "choice", "worst")
+
+
+def arrows(template: TemplatePlan, graph=None) -> list[Arrow]:
+    """Every arrow of the template's drawing: each call's inputs (`task` and `answer` included), then
+    each route's branches from the router and each dynamic plan's seats from the planner. Mermaid, dot
+    and the PNG (drawn by Graphviz from the dot text) are all written from this one list."""
+    graph = template.graph() if graph is None else graph
+    found = []
     for node, data in graph.nodes(data=True):
-        conditional = data["condition"] is not None
+        style = "conditional" if data["condition"] is not None else "flow"
         if data["reads_task"]:
-            yield "task", node, conditional
-        for source in graph.predecessors(node):
-            yield source, node, conditional
-    for node in graph.graph["answer"]:
-        yield node, "answer", False
+            found.append(Arrow("task", node, style))
+        found += [Arrow(source, node, style) for source in graph.predecessors(node)]
+    found += [Arrow(node, "answer", "flow") for node in graph.graph["answer"]]
+    for router, target, label, worst in _choices(template):
+        found.append(Arrow(router, target, "worst" if worst else "choice", label))
+    return found
 
 
 def _choices(template: TemplatePlan):
@@ -106,6 +125,9 @@ def _choices(template: TemplatePlan):
             yield step[0] if step else decision.id, target, label, branch.name == decision.worst_case_branch
 
 
+MERMAID_ARROWS = {"flow": "-->", "conditional": "-.->"}
+
+
 def mermaid(template: TemplatePlan) -> str:
     graph = template.graph()
     ids = {node: f"n{i}" for i, node in enumerate(graph)} | {"task": "task", "answer": "answer"}
@@ -114,27 +136,41 @@ def mermaid(template: TemplatePlan) -> str:
         label = _label(node, data).replace("\\n", "<br/>")
         lines.append(f'  {ids[node]}["{label}"]')
     answer = ['  answer(["answer"])']
-    for source, target, conditional in _edges(graph):
-        line = f"  {ids[source]} {'-.->' if conditional else '-->'} {ids[target]}"
-        (answer if target == "answer" else lines).append(line)
-    for router, target, label, worst in _choices(template):
-        arrow = f'== "{label}: worst case" ==>' if worst else f'-. "{label}" .->'
-        (answer if target == "answer" else lines).append(f"  {ids[router]} {arrow} {ids[target]}")
+    for arrow in arrows(template, graph):
+        if arrow.style == "worst":
+            shape = f'== "{arrow.label}: worst case" ==>'
+        elif arrow.style == "choice":
+            shape = f'-. "{arrow.label}" .->'
+        else:
+            shape = MERMAID_ARROWS[arrow.style]
+        (answer if arrow.target == "answer" else lines).append(f"  {ids[arrow.source]} {shape} {ids[arrow.target]}")
     return "\n".join(lines + answer) + "\n"
 
 
-def dot(template: TemplatePlan) -> str:
+def dot_attributes(arrow: Arrow) -> str:
+    """The arrow's attributes in dot, with the brackets; empty for a plain flow edge."""
+    if arrow.style == "conditional":
+        return " [style=dashed]"
+    if arrow.style == "worst":
+        return f' [label="{arrow.label}: worst case", style=bold]'
+    if arrow.style == "choice":
+        return f' [label="{arrow.label}", style=dotted]'
+    return ""
+
+
+def dot(template: TemplatePlan, graph_attributes: tuple[str, ...] = (), arrow_attributes=dot_attributes) -> str:
+    """The template's call graph in Graphviz's dot language; `graph_attributes` are extra statements
+    (the PNG's title and sizes) written after the defaults, and `arrow_attributes(arrow)` each edge's
+    attributes (the PNG's add colours)."""
     graph = template.graph()
     lines = [f'digraph "{template.name}" {{', "  rankdir=TB;", '  node [shape=box, fontname="Helvetica"];']
+    lines += [f"  {statement}" for statement in graph_attributes]
     lines.append('  "task" [shape=oval];')
     lines.append('  "answer" [shape=oval];')
     for node, data in graph.nodes(data=True):
         lines.append(f'  "{node}" [label="{_label(node, data)}"];')
-    for source, target, conditional in _edges(graph):
-        lines.append(f'  "{source}" -> "{target}"{" [style=dashed]" if conditional else ""};')
-    for router, target, label, worst in _choices(template):
-        style = f'label="{label}: worst case", style=bold' if worst else f'label="{label}", style=dotted'
-        lines.append(f'  "{router}" -> "{target}" [{style}];')
+    for arrow in arrows(template, graph):
+        lines.append(f'  "{arrow.source}" -> "{arrow.target}"{arrow_attributes(arrow)};')
     lines.append("}")
     return "\n".join(lines) + "\n"
 

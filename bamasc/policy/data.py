@@ -266,7 +266,9 @@ async def collect(
     `plans` maps each budget to (plan, program) compiled at that budget, or
     (None, program) when no template fits it. `score(kind, output, row) -> bool`
     decides each run's success. Rows already in `output` are skipped, so an
-    interrupted collect resumes where it stopped.
+    interrupted collect resumes where it stopped. After each run, `progress(done,
+    total, spent, limit)` hears the runs done and to do, the µ$ they spent and the
+    most they may spend.
     """
     from bamasc.runtime.execute import ExecOptions, make_providers
     from bamasc.metering.guard import guard_class
@@ -293,6 +295,7 @@ async def collect(
     retry = options.retry or RetryPolicy()
     counts = {"written": 0, "skipped": 0, "infeasible": 0, "successes": 0, "over_total": 0}
     total = 0
+    limit = 0.0  # the most the runs may spend: each at its budget, or what the total has left
     for budget, (plan, program) in plans.items():
         system = plan.system(system_name) if plan is not None else None
         feasible = [t.name for t in system.templates if t.feasible] if system is not None else []
@@ -302,6 +305,7 @@ async def collect(
                     counts["skipped"] += 1
                 elif name in feasible:
                     total += 1
+                    limit += system.budget
                 else:
                     writer.write(row_data(OfflineRow(task.id, task.text, float(budget), name, False, 0.0, False)))
                     counts["written"] += 1
@@ -317,11 +321,14 @@ async def collect(
                     if name in feasible and (task.id, float(budget), name) not in done:
                         yield budget, system, program, task, name, 1.0 / len(feasible)
 
+    if ledger is not None:
+        limit = min(limit, max(0.0, options.total_budget - spent_before))
     providers: dict = {}
     ran = 0
+    spent = 0.0
 
     async def one(budget, system, program, task, name, probability) -> None:
-        nonlocal ran
+        nonlocal ran, spent
         if ledger is not None and not await _room(ledger, system.budget):
             counts["over_total"] += 1
         else:
@@ -333,6 +340,7 @@ async def collect(
             finally:
                 if ledger is not None:
                     await ledger.settle(system.budget, guard.charged)
+            spent += result.cost
             success = bool(score(system.answer, result.output, task.row)) if result.status != "error" else False
             trace.task({"task_id": task.id, "budget": float(budget), "template": name, "answer": result.answer,
                         "success": success, "cost": round(result.cost, 6), "status": result.status, "error": result.error})
@@ -347,7 +355,7 @@ async def collect(
             counts["successes"] += success
         ran += 1
         if progress is not None:
-            progress(ran, total)
+            progress(ran, total, spent, limit)
 
     async def worker(source) -> None:
         for job in source:  # one generator for every worker: `next` does not await

@@ -48,7 +48,7 @@ class BatchSession:
     def __init__(self, plan, program, system_name: str | None, tasks, options: ExecOptions,
                  calls: list | None = None, listener: Callable[[str, dict], None] | None = None,
                  on_result: Callable[[TaskResult], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int, float, float | None], None] | None = None) -> None:
         self.program = program
         self.options = options
         self.system = plan.system(system_name)
@@ -110,7 +110,16 @@ class BatchSession:
         if self.on_result is not None:
             self.on_result(result)
         if self.progress is not None:
-            self.progress(self.totals.ended, self.pending_count)
+            self.progress(self.totals.ended, self.pending_count, self.totals.costs.total.value, self.spend_limit())
+
+    def spend_limit(self) -> float | None:
+        """The most this run may spend (µ$): what the total budget had left when it started, or else each
+        pending task's budget; None when a task's budget is not known ahead (a system without one)."""
+        if self.ledger is not None:
+            return max(0.0, self.ledger.total - self.ledger.earlier)
+        if self.system.budget is None:
+            return None
+        return self.pending_count * self.system.budget
 
     def outcome(self, ledger: BatchLedger | None = None, stopped: str | None = None) -> BatchOutcome:
         """The run's totals and call summary; `ledger` when the engine holds a later view of the total's."""

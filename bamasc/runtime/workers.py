@@ -317,7 +317,9 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
     `tasks` (a list, or a DatasetStream read as the run goes) is iterated
     once for the run; the ids of a list, or those a stream hands over, give
     the progress bar its total. Returns the
-    running totals; each result also goes to `on_result`.
+    running totals; each result also goes to `on_result`, and then
+    `progress(done, total, spent, limit)` hears the tasks ended and to run, the
+    µ$ they spent and the most the run may spend (`BatchSession.spend_limit`).
     """
     session = BatchSession(plan, program, system_name, tasks, options, calls, options.listener, on_result, progress)
     providers: dict = {}

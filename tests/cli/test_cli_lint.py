@@ -223,6 +223,8 @@ HEAVY_MODULES = (
     "openai", "anthropic", "aiohttp",
     # Solvers and plotting belong to `bamasc compile`, too.
     "pulp", "matplotlib",
+    # The progress bar belongs to the long runs (exec --dataset, collect, bench, reproduce) on a terminal.
+    "tqdm",
     # The OpenTelemetry SDK and exporter (the otel extra) belong to `trace export` and `exec --otlp`.
     "opentelemetry",
     # The language server's protocol libraries (the lsp extra) belong to `bamasc lsp`.
