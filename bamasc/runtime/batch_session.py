@@ -74,6 +74,11 @@ class BatchSession:
         ledgers = read_ledgers(options.trace_path) if options.resume else {}
         # A thread's earlier turns (their charges and history) come back with --resume, as its tasks' spend does.
         self.threads = read_threads(options.trace_path, ledgers) if options.resume else Threads()
+        budgets = getattr(tasks, "threads", None)
+        if budgets is None:  # a list of tasks
+            budgets = {task.thread: task.thread_budget for task in tasks if task.thread is not None}
+        for thread_id, budget in budgets.items():  # a thread the trace holds with another budget stops the run
+            self.threads.open(thread_id, budget)
         self.done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
         self.earlier_total = sum(ledger.spent for ledger in ledgers.values())
         take_ids = getattr(tasks, "take_ids", None)

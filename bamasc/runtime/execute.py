@@ -170,7 +170,7 @@ class DatasetStream:
         self._ids: set[str] | None = ids
         self.count = len(ids)
         self.bad = bad
-        self.threads = False  # some row is a thread's turn (runtime/threads.py)
+        self.threads: dict[str, float | None] = {}  # each thread's budget, as its first row gives it (threads.py)
 
     @classmethod
     def open(cls, path: str, skip_bad: bool = False) -> tuple[DatasetStream, list[str]]:
@@ -180,7 +180,7 @@ class DatasetStream:
         ids: set[str] = set()
         bad: set[int] = set()
         problems: list[str] = []
-        threads = False
+        threads: dict[str, float | None] = {}
         read = task_reader()
         try:
             handle = open(path, "rb")
@@ -194,7 +194,8 @@ class DatasetStream:
                         raise DatasetError(f"{where}: {problem}")
                     task = read(value, number, where)
                     ids.add(task.id)
-                    threads = threads or task.thread is not None
+                    if task.thread is not None:
+                        threads.setdefault(task.thread, task.thread_budget)
                 except DatasetError as wrong:
                     if not skip_bad:
                         raise

@@ -118,3 +118,18 @@ def test_a_kill_9_between_turns_resumes_the_thread(tmp_path):
     spent = trace_spend(trace, [f"t{n}" for n in range(1, 5)])
     assert 0 < spent <= BUDGET
     assert sum(tasks[f"t{n}"]["cost"] for n in range(1, 5)) == pytest.approx(spent)
+
+
+def test_resume_with_another_budget_for_a_thread_the_trace_holds_stops_before_any_turn(tmp_path, capsys):
+    folder = str(tmp_path)
+    source = desk_source(folder)
+    trace = os.path.join(folder, "trace.jsonl")
+    rows = _ticket_rows()
+    assert main(["exec", source, "--dataset", _dataset(folder, rows[:2]), "--trace", trace, "--fake", "echo"]) == 0
+    written = len(trace_lines(trace))
+    rows[0]["thread_budget"] = BUDGET * 2
+    capsys.readouterr()
+    code = main(["exec", source, "--dataset", _dataset(folder, rows), "--trace", trace, "--fake", "echo", "--resume"])
+    assert code != 0
+    assert "thread 'ticket-777' has a budget of 5000 µ$; a turn cannot give it 10000 µ$" in capsys.readouterr().err
+    assert len(trace_lines(trace)) == written  # nothing ran, nothing was spent
