@@ -33,18 +33,22 @@ if TYPE_CHECKING:
     from bamasc.api.records import Task as Task
     from bamasc.api.records import TaskDone as TaskDone
     from bamasc.api.records import Template as Template
+    from bamasc.api.records import ThreadState as ThreadState
+    from bamasc.api.records import ThreadTurn as ThreadTurn
     from bamasc.api.session import Session as Session
+    from bamasc.api.session import Thread as Thread
 
 # Each public name and the module that defines it.
 _HOMES = {
     "load": "bamasc.api.program", "Program": "bamasc.api.program",
-    "Plan": "bamasc.api.plan", "Session": "bamasc.api.session",
+    "Plan": "bamasc.api.plan", "Session": "bamasc.api.session", "Thread": "bamasc.api.session",
     **dict.fromkeys(
         ("BamError", "BudgetError", "Diagnostic", "Note", "PlanError", "ProviderError", "TraceError", "UsageError"),
         "bamasc.api.errors",
     ),
     **dict.fromkeys(
-        ("BudgetState", "Call", "CallSettled", "CallStarted", "Event", "Result", "Seat", "Task", "TaskDone", "Template"),
+        ("BudgetState", "Call", "CallSettled", "CallStarted", "Event", "Result", "Seat", "Task", "TaskDone", "Template",
+         "ThreadState", "ThreadTurn"),
         "bamasc.api.records",
     ),
 }

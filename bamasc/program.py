@@ -152,6 +152,9 @@ class Role:
     # `max_output = lo..hi`: lo, the smallest cap the binder may pick for a seat (optimize/caps.py); None: fixed.
     min_output: int | None = None
     weight: float | None = None  # what a seat of it is worth under `objective = value`; None: the default rule
+    # `history = N`: the most tokens of a thread's earlier turns `{{history}}` shows (cut to it before the call;
+    # every call's input bound counts it); None: the role shows no history.
+    history: int | None = None
 
 
 @record

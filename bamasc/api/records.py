@@ -64,6 +64,7 @@ class Result:
     answer: str | None  # the answer extracted as the system's `answer` kind says, or None
     output: str | None  # the raw text the answer came from
     status: str  # ok | exhausted | failed | error | overbilled | skipped_total | skipped_budget | too_long | interrupted
+    # | thread_exhausted (a thread's turn whose worst case did not fit what the thread had left; nothing spent)
     cost: float  # µ$ charged, earlier runs of the task included
     budget: float | None  # µ$ the task ran under; None when skipped for the total
     bound: float | None  # µ$: the proven worst case of the binding that ran, at the task's own length
@@ -75,6 +76,8 @@ class Result:
     task_tokens: int | None = None  # the task's length in tokens, at which `bound` is taken
     length_class: int | None = None  # the `task_tokens` of the length class whose binding ran
     fits_up_to: int | None = None  # `too_long`: the longest task a binding fits at the budget
+    thread_id: str | None = None  # the thread the task was a turn of (`session.thread`)
+    turn: int | None = None  # its number in the thread, from 1
 
     @property
     def ok(self) -> bool:
@@ -112,6 +115,29 @@ Event = Union[CallStarted, CallSettled, TaskDone]
 
 
 @dataclass(frozen=True)
+class ThreadTurn:
+    """One turn of a thread: its number, task, how it ended and what it charged (µ$)."""
+
+    turn: int
+    task_id: str
+    status: str  # as a Result's, or `running`
+    answer: str | None
+    charged: float
+
+
+@dataclass(frozen=True)
+class ThreadState:
+    """A thread now: its budget (None: no cap of its own), µ$ charged by its turns, held by the turn in flight, left."""
+
+    thread_id: str
+    budget: float | None
+    charged: float
+    held: float
+    left: float | None
+    turns: tuple[ThreadTurn, ...]
+
+
+@dataclass(frozen=True)
 class BudgetState:
     """What a session's total budget holds: µ$ in all, spent (earlier runs included), held by tasks in flight, left."""
 
@@ -139,5 +165,6 @@ def result_of(outcome: Any, calls: tuple[Call, ...]) -> Result:
         cost=outcome.cost, budget=outcome.budget, bound=outcome.bound, template=outcome.template,
         error=outcome.error, exhausted=outcome.exhausted, elapsed_s=outcome.elapsed_s, calls=calls,
         task_tokens=getattr(outcome, "task_tokens", None), length_class=getattr(outcome, "length_class", None),
-        fits_up_to=getattr(outcome, "fits_up_to", None),
+        fits_up_to=getattr(outcome, "fits_up_to", None), thread_id=getattr(outcome, "thread_id", None),
+        turn=getattr(outcome, "turn", None),
     )

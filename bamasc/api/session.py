@@ -20,7 +20,7 @@ from bamasc.api import errors
 from bamasc.api.checks import checked_budget
 from bamasc.api.ids import TaskIds
 from bamasc.api.providers import Providers
-from bamasc.api.records import BudgetState, Result
+from bamasc.api.records import BudgetState, Result, ThreadState
 from bamasc.api.run import Collector, exec_options, tightened, translated_errors, untyped
 
 INTERRUPTED = "interrupted: the process ended while the task ran; its open reservations are charged in full"
@@ -67,6 +67,7 @@ class Session:
         from bamasc.runtime.batch import BatchBudget
         from bamasc.runtime.execute import Recorder, Summary, close_providers, fewer_collections, make_limiter
         from bamasc.runtime.execute import make_providers, settle_interrupted
+        from bamasc.runtime.threads import read_threads
         from bamasc.runtime.trace import read_ledgers
         from bamasc.runtime.batch_session import run_models
         from bamasc.runtime.tool_loop import tool_session
@@ -82,6 +83,7 @@ class Session:
             providers: dict[str, Any] = {}
             try:
                 ledgers = read_ledgers(self.trace)
+                threads = read_threads(self.trace, ledgers)
                 self._ids.update(ledgers)
                 earlier = sum(ledger.spent for ledger in ledgers.values())
                 for task_id, found in ledgers.items():
@@ -104,7 +106,8 @@ class Session:
             recorder.close()
             await close_providers(providers)
             raise
-        self._batch = Batch(self._program, self._system, options, providers, recorder, {}, ledger, limiter, tools)
+        self._batch = Batch(self._program, self._system, options, providers, recorder, {}, ledger, limiter, tools,
+                            threads)
         self._earlier = earlier
         self._turns = asyncio.Semaphore(self.concurrency)
         self._stack.enter_context(fewer_collections())
@@ -140,10 +143,33 @@ class Session:
         """An id no task of the trace has (16 hex digits)."""
         return self._ids.new()
 
+    def thread(self, thread_id: str, budget: float | None = None) -> Thread:
+        """The thread `thread_id` (a conversation, a ticket): its `run(task)` runs the next turn, which sees the
+        earlier ones through `{{history}}`, and every turn's worst case is reserved from the thread's `budget` (µ$;
+        None: no cap beyond each turn's own). A thread the trace already holds keeps its turns, charges and
+        budget; naming it with another budget is a UsageError."""
+        from bamasc.runtime.threads import ThreadError
+
+        batch = self._opened()
+        try:
+            batch.threads.open(thread_id, budget)
+        except ThreadError as problem:
+            raise errors.UsageError(str(problem)) from None
+        return Thread(self, thread_id)
+
+    def thread_state(self, thread_id: str) -> ThreadState | None:
+        """What the session knows of the thread (its turns from the trace included); None for an unknown id."""
+        found = self._opened().threads.get(thread_id) if isinstance(thread_id, str) else None
+        return None if found is None else thread_state(found)
+
     async def run(self, task: str, *, budget: float | None = None, deadline: float | None = None,
                   task_id: str | None = None) -> Result:
         """Run one task under the plan's budget (or a tighter `budget`, µ$, and `deadline`, s) and the
         session's total: its worst case is held from the total before it starts."""
+        return await self._run(task, budget, deadline, task_id, None)
+
+    async def _run(self, task: str, budget: float | None, deadline: float | None, task_id: str | None,
+                   thread_id: str | None) -> Result:
         from bamasc.runtime.execute import Task as RuntimeTask
         from bamasc.runtime.workers import Batch, run_one
 
@@ -160,7 +186,7 @@ class Session:
         _, system = tightened(self._plan, self._system, budget, deadline)
         if system is not self._system:
             batch = Batch(batch.program, system, batch.options, batch.providers, batch.trace, {}, batch.ledger,
-                          batch.limiter, batch.tools)
+                          batch.limiter, batch.tools, batch.threads)
         options = batch.options
         chosen = None
         if options.selector is not None and options.template is None:
@@ -170,7 +196,7 @@ class Session:
         try:
             async with self._turns:
                 with translated_errors():
-                    outcome = await run_one(batch, RunTask(task_id, task), chosen)
+                    outcome = await run_one(batch, RunTask(task_id, task, thread_id), chosen)
         finally:
             self.in_flight -= 1
         result = self._collector.result(outcome)
@@ -204,3 +230,37 @@ class Session:
             "guard": "reserve", "earlier_runs": round(spent, 6), "exhausted": None, "elapsed_s": 0.0,
             "deadline_s": self._system.deadline_s, "latency_bound_s": None,
         }
+
+
+class Thread:
+    """A conversation on a session: turns (tasks) run one after another, each seeing the earlier ones through
+    `{{history}}`, all within one budget. Made by `session.thread(thread_id, budget=...)`."""
+
+    def __init__(self, session: Session, thread_id: str) -> None:
+        self.session = session
+        self.id = thread_id
+
+    def __repr__(self) -> str:
+        return f"<bamasc.Thread {self.id[:80]!r}>"
+
+    async def run(self, task: str, *, budget: float | None = None, deadline: float | None = None,
+                  task_id: str | None = None) -> Result:
+        """Run the thread's next turn (after any turn of it still running). Its worst case (at most `budget`, µ$)
+        is reserved from what the thread has left; one that does not fit ends `thread_exhausted`, spending nothing."""
+        return await self.session._run(task, budget, deadline, task_id, self.id)
+
+    @property
+    def state(self) -> ThreadState:
+        """Its turns, statuses, answers, charges, budget and what is left."""
+        found = self.session.thread_state(self.id)
+        assert found is not None  # opened by session.thread
+        return found
+
+
+def thread_state(thread: Any) -> ThreadState:
+    """The API's record of a runtime thread (runtime/threads.py)."""
+    from bamasc.api.records import ThreadTurn
+
+    turns = tuple(ThreadTurn(turn.number, turn.task_id, turn.status or "running", turn.answer, turn.charged)
+                  for turn in thread.turns.values())
+    return ThreadState(thread.id, thread.budget, thread.charged, thread.ledger.held, thread.ledger.left, turns)

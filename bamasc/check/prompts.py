@@ -14,6 +14,8 @@ PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\??")
 
 # What the combinators hand to a call besides its named inputs (docs/language.md, "Prompts").
+# A thread's earlier turns (runtime/threads.py): known to a role only with its `history = N` cap.
+HISTORY = "history"
 BUILTIN_PLACEHOLDERS = ("task", "previous", "solution", "feedback", "plan", "step", "transcript", "seats", "steps",
                         "earlier", "part")
 
@@ -27,12 +29,14 @@ def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
             if not isinstance(decl, ast.RoleDecl) or decl.name in shown:
                 continue
             known = set(BUILTIN_PLACEHOLDERS) | passed.get(decl.name, set())
+            capped = any(isinstance(a, ast.Attr) and a.name == "history" for a in decl.attrs)
             names = shown[decl.name] = {}
             for attr in decl.attrs:
                 if isinstance(attr, ast.Attr) and attr.name in ("prompt", "system") and isinstance(attr.value, ast.String):
-                    diagnostics.extend(_check_string(decl.name, attr.value, known))
+                    diagnostics.extend(_check_string(decl.name, attr.value, known, capped))
                     for name, optional in placeholders(attr.value.raw):
-                        if NAME.fullmatch(name) and name in known:
+                        # Every call of a role with a history cap gets a history (empty outside a thread).
+                        if NAME.fullmatch(name) and name in known and name != HISTORY:
                             names[name] = names.get(name, False) or not optional
             if not any(isinstance(a, ast.Attr) and a.name == "prompt" and isinstance(a.value, ast.String) for a in decl.attrs):
                 del shown[decl.name]  # a role without a prompt string is BAM107 or BAM108; its calls are not judged
@@ -148,7 +152,7 @@ def _flow_statements(modules, with_optional: bool = False):
                         yield (role_of, statement, optional) if with_optional else (role_of, statement)
 
 
-def _check_string(role: str, string: ast.String, known: set[str]) -> list[Diagnostic]:
+def _check_string(role: str, string: ast.String, known: set[str], capped: bool = False) -> list[Diagnostic]:
     found = []
     for match in PLACEHOLDER.finditer(string.raw):
         inner = match.group(1)
@@ -164,7 +168,17 @@ def _check_string(role: str, string: ast.String, known: set[str]) -> list[Diagno
             )
             continue
         name = inner.rstrip("?")
-        if name not in known:
+        if name == HISTORY and not capped and name not in known:
+            found.append(
+                error(
+                    "BAM225",
+                    f"role '{role}' shows '{{{{{name}}}}}' but declares no `history` cap: a thread's earlier turns "
+                    "would have no bound",
+                    span,
+                    hint="declare the most tokens of history the role's calls may show, e.g. `history = 800`",
+                )
+            )
+        elif name not in known and not (name == HISTORY and capped):
             found.append(
                 error(
                     "BAM206",

@@ -1,4 +1,5 @@
-"""Reads and checks `role` declarations: prompt, system prompt, output cap, what the output is, its tools, its weight."""
+"""Reads and checks `role` declarations: prompt, system prompt, output cap, what the output is, its tools, its weight,
+its thread history's cap."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from bamasc.program import READS, Role
 from bamasc.diagnostics import Diagnostic, error
 from bamasc.syntax import ast
 
-ROLE_ATTRIBUTES = declares("a role", ("prompt", "system", "max_output", "reads", "weight", *DECODING_ATTRIBUTES,
-                                      *ROLE_TOOL_ATTRIBUTES))
+ROLE_ATTRIBUTES = declares("a role", ("prompt", "system", "max_output", "reads", "weight", "history",
+                                      *DECODING_ATTRIBUTES, *ROLE_TOOL_ATTRIBUTES))
 
 
 def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
@@ -29,6 +30,7 @@ def read_role(decl: ast.RoleDecl, diagnostics: list[Diagnostic]) -> Role:
         spans=attrs.spans(),
         decoding=read_decoding(attrs, diagnostics),
         weight=_weight(attrs.value("weight"), diagnostics),
+        history=attrs.token_count("history"),
         **read_tool_use(attrs, decl.name, diagnostics),
     )
 

@@ -115,6 +115,10 @@ def run(args) -> int:
                 first.append(result)
 
         try:
+            if args.engine == "ray" and getattr(tasks, "threads", False):
+                output.usage(report, f"{args.dataset}: rows with a `thread` run on the local engine (--engine local), "
+                             "which runs a thread's turns in order")
+                return _ended(report, live)
             if args.engine == "ray":
                 from bamasc.runtime.ray_engine import run_on_ray
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect
 
-FIELDS = ("task", "budget", "deadline_s")
+FIELDS = ("task", "budget", "deadline_s", "thread_id", "thread_budget")
 BODY_SECONDS = 30.0  # a body that takes longer to arrive is refused (408): a slow sender holds no task
 
 
@@ -120,6 +120,30 @@ def task_fields(raw: bytes, plan_budget: float, plan_deadline: float | None, max
             later = "" if plan_deadline is None else f" and at most the plan's {plan_deadline:g} s"
             raise Problem(422, f"deadline_s must be above 0{later}, not {deadline!r}", "deadline_s")
     return task, budget, deadline
+
+
+def thread_fields(raw: bytes) -> tuple[str | None, float | None]:
+    """(thread_id, thread_budget) of a POST /v1/tasks body `task_fields` took: (None, None) for a task of no
+    thread. Any text up to 256 characters names a thread (it is a key, never a path)."""
+    from bamasc.metering.threads import thread_budget_problem, thread_id_problem
+
+    if b'"thread_' not in raw:
+        return None, None
+    data = json_body(raw)
+    thread_id, budget = data.get("thread_id"), data.get("thread_budget")
+    if thread_id is None:
+        if "thread_budget" in data:
+            raise Problem(422, "thread_budget needs a thread_id", "thread_budget")
+        return None, None
+    problem = thread_id_problem(thread_id)
+    if problem is not None:
+        raise Problem(422, problem, "thread_id")
+    if "thread_budget" in data and budget is None:
+        raise Problem(422, "thread_budget must be a number, not null (leave it out for the thread's)", "thread_budget")
+    problem = thread_budget_problem(budget)
+    if problem is not None:
+        raise Problem(422, problem, "thread_budget")
+    return thread_id, budget
 
 
 def _number(value: object, field: str, unit: str) -> None:

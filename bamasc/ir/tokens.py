@@ -29,6 +29,8 @@ def template_tokens(role: Role) -> int:
         total += len(_PLACEHOLDER.sub("", role.system).encode("utf-8")) + MESSAGE_OVERHEAD_TOKENS
     if role.output_schema is not None:  # a structured output's schema goes with every prompt of the role
         total += output_schema_tokens(role.output_schema)
+    if role.history is not None:  # a thread's earlier turns, cut to this many bytes before the call (runtime/threads.py)
+        total += role.history
     return total
 
 

@@ -49,3 +49,9 @@ class LedgerLost(Refused):
     """The shared ledger cannot be reached or was lost: nothing is reserved until it is back."""
 
     limit = "ledger"
+
+
+class ThreadExhausted(Refused):
+    """A conversation's thread has less left of its budget than the next turn's worst case."""
+
+    limit = "thread"

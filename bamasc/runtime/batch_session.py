@@ -18,6 +18,7 @@ from bamasc.runtime.batch import Allocator, BatchBudget, BatchLedger, BatchTotal
 from bamasc.runtime.execute import ExecOptions, Recorder, Summary, Task, make_limiter
 from bamasc.runtime.interpreter import TaskResult
 from bamasc.runtime.shards import DYING_PROCESS_S, merge_shards, shards_of
+from bamasc.runtime.threads import Threads, read_threads
 from bamasc.runtime.trace import TaskLedger, read_ledgers
 
 # Tasks a policy embeds in one batch: large enough for the embedding model's throughput, small enough to stay flat.
@@ -71,6 +72,13 @@ class BatchSession:
         # A Ray run's shards, left by a kill, hold money spent: the trace is whole only with them.
         merge_shards(self.trace, shards_of(options.trace_path), DYING_PROCESS_S)
         ledgers = read_ledgers(options.trace_path) if options.resume else {}
+        # A thread's earlier turns (their charges and history) come back with --resume, as its tasks' spend does.
+        self.threads = read_threads(options.trace_path, ledgers) if options.resume else Threads()
+        budgets = getattr(tasks, "threads", None)
+        if budgets is None:  # a list of tasks
+            budgets = {task.thread: task.thread_budget for task in tasks if task.thread is not None}
+        for thread_id, budget in budgets.items():  # a thread the trace holds with another budget stops the run
+            self.threads.open(thread_id, budget)
         self.done = {task_id for task_id, ledger in ledgers.items() if ledger.finished}
         self.earlier_total = sum(ledger.spent for ledger in ledgers.values())
         take_ids = getattr(tasks, "take_ids", None)

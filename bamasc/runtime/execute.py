@@ -62,6 +62,8 @@ class DatasetError(ValueError):
 class Task:
     id: str
     text: str
+    thread: str | None = None  # a thread's id: the task is its next turn (runtime/threads.py)
+    thread_budget: float | None = None  # µ$ for the whole thread; None: the thread's own (or no cap)
 
 
 @record
@@ -95,8 +97,10 @@ def read_dataset(path: str, skip_bad: bool = False) -> tuple[list[Task], list[st
 
 
 def task_reader(check_duplicates: bool = True):
-    """`read(row, number, where) -> Task` for one file's rows; it remembers the ids it gave, to refuse a duplicate."""
+    """`read(row, number, where) -> Task` for one file's rows; it remembers the ids it gave, to refuse a duplicate,
+    and each thread's budget, to refuse a row that gives its thread another."""
     seen: set[str] = set()
+    budgets: dict[str, float | None] = {}
 
     def read(row, number: int, where: str) -> Task:
         if not isinstance(row, dict):
@@ -109,9 +113,33 @@ def task_reader(check_duplicates: bool = True):
             if task_id in seen:
                 raise DatasetError(f"{where}: duplicate task id {task_id!r}")
             seen.add(task_id)
-        return Task(task_id, task_text(row, field))
+        thread, thread_budget = _thread_of(row, where, budgets)
+        return Task(task_id, task_text(row, field), thread, thread_budget)
 
     return read
+
+
+def _thread_of(row: dict, where: str, budgets: dict[str, float | None]) -> tuple[str | None, float | None]:
+    """A row's `thread` (rows of one thread are its turns, run in file order) and `thread_budget` (µ$)."""
+    from bamasc.metering.threads import thread_budget_problem, thread_id_problem
+
+    thread, budget = row.get("thread"), row.get("thread_budget")
+    if thread is None:
+        if budget is not None:
+            raise DatasetError(f"{where}: thread_budget needs a thread")
+        return None, None
+    if isinstance(thread, int) and not isinstance(thread, bool):
+        thread = str(thread)
+    problem = thread_id_problem(thread) or thread_budget_problem(budget)
+    if problem is not None:
+        raise DatasetError(f"{where}: {problem.replace('thread_id', 'thread', 1)}")
+    if thread not in budgets:  # its first row gives the thread's budget; a later row may leave it out
+        budgets[thread] = None if budget is None else float(budget)
+    known = budgets[thread]
+    if budget is not None and (known is None or abs(budget - known) > 1e-9):
+        had = "no thread_budget" if known is None else f"thread_budget {known:g}"
+        raise DatasetError(f"{where}: thread {thread[:80]!r} has {had} in its first row, not {budget:g}")
+    return thread, known
 
 
 def task_text(row: dict, field: str) -> str:
@@ -142,6 +170,7 @@ class DatasetStream:
         self._ids: set[str] | None = ids
         self.count = len(ids)
         self.bad = bad
+        self.threads: dict[str, float | None] = {}  # each thread's budget, as its first row gives it (threads.py)
 
     @classmethod
     def open(cls, path: str, skip_bad: bool = False) -> tuple[DatasetStream, list[str]]:
@@ -151,6 +180,7 @@ class DatasetStream:
         ids: set[str] = set()
         bad: set[int] = set()
         problems: list[str] = []
+        threads: dict[str, float | None] = {}
         read = task_reader()
         try:
             handle = open(path, "rb")
@@ -162,13 +192,18 @@ class DatasetStream:
                 try:
                     if problem is not None:
                         raise DatasetError(f"{where}: {problem}")
-                    ids.add(read(value, number, where).id)
+                    task = read(value, number, where)
+                    ids.add(task.id)
+                    if task.thread is not None:
+                        threads.setdefault(task.thread, task.thread_budget)
                 except DatasetError as wrong:
                     if not skip_bad:
                         raise
                     problems.append(str(wrong))
                     bad.add(number)
-        return cls(path, ids, bad), problems
+        stream = cls(path, ids, bad)
+        stream.threads = threads
+        return stream, problems
 
     def __len__(self) -> int:
         return self.count

@@ -46,6 +46,7 @@ from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interprete
     Output, TaskError, TaskOverbilled, TaskResult,
 )
 from bamasc.runtime.tool_loop import run_loop
+from bamasc.runtime.threads import history_within
 from bamasc.runtime.trace import AttemptLines
 
 
@@ -68,6 +69,7 @@ class TaskRun:
         arrived: float | None = None,  # when the task began to wait for its turn (time.perf_counter), if before run()
         tools=None,  # the run's started runtime.tools.ToolSet, for calls whose roles have tools
         length: tuple[int, int] | None = None,  # (the task's tokens, its length class) when already fitted
+        history: str = "",  # a thread's earlier turns (runtime/threads.py); each role shows it cut to its cap
     ):
         self.program = program
         self.system = system
@@ -94,6 +96,7 @@ class TaskRun:
         self.arrived = arrived
         self.tools = tools
         self.length = length
+        self.history = history
 
     # ------------------------------------------------------------ the task
 
@@ -202,6 +205,8 @@ class TaskRun:
         role = self.program.roles[node.role]
         model = self.model_of[(request.slot, request.instance)]
         inputs = self.inputs(request)
+        if role.history is not None:  # never more than the role's cap, which its bound counts
+            inputs["history"] = history_within(self.history, role.history)
         provider = structured(self.providers[model.name], role.output_schema)  # sends, reserves for, checks it
         messages = []
         where = f"{node_id} (role '{role.name}'): "

@@ -66,12 +66,12 @@ def task_runs(records: list[dict]) -> list[list[dict]]:
     before its task line is one with the resume that finished the task (whose
     `interrupted` call lines settle its open reservations); records after a
     task's last task line form a run without one. A proxy's `budget` lines
-    are no attempt and belong to no run.
+    and a thread's `turn` lines are no attempt and belong to no run.
     """
     runs: list[list[dict]] = []
     open_runs: dict[str, list[dict]] = {}
     for record in records:
-        if record["type"] == "budget":
+        if record["type"] in ("budget", "turn"):  # no attempt: a scope's budget, a thread's turn about to start
             continue
         run = open_runs.get(record["task_id"])
         if run is None:

@@ -37,6 +37,8 @@ class TaskResult:
     assumed_task_tokens: int | None = None  # the `task_tokens` of the length class whose binding ran
     length_class: int | None = None  # the same: the class whose binding ran (None: the task did not start)
     fits_up_to: int | None = None  # `too_long`: the longest task a binding fits at its budget
+    thread_id: str | None = None  # the thread the task is a turn of (runtime/threads.py)
+    turn: int | None = None  # its turn's number in the thread, from 1
 
     @property
     def longer_than_assumed(self) -> bool:

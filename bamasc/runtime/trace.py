@@ -9,7 +9,8 @@ the provider may have billed it. A tool call (runtime/tool_loop.py) has a
 `tool` line, which settles the reserve line of its price when it has one. A
 task's spend is the sum over every run that the trace holds, and `--resume`
 continues a task from that sum. `bamasc proxy` also writes a `budget` line
-when a scope's budget is set or tightened; it moves no money.
+when a scope's budget is set or tightened, and a thread's turn a `turn` line
+before it starts (runtime/threads.py); neither moves money.
 
 Each line is written whole and flushed; a line cut short by a crash is the
 last one, and is dropped before anything is appended.
@@ -27,7 +28,7 @@ from bamasc.rows import RowError, drop_torn_line, parse_line
 from bamasc.secrets import redact
 from bamasc.words import show
 
-TRACE_TYPES = ("reserve", "call", "tool", "task", "budget")
+TRACE_TYPES = ("reserve", "call", "tool", "task", "budget", "turn")
 
 
 class TraceError(ValueError):
@@ -70,6 +71,10 @@ class TraceWriter:
 
     def task(self, record: dict) -> None:
         self._write({"type": "task", **_redacted(record)})
+
+    def turn(self, record: dict) -> None:
+        """Record a thread's turn about to start (no money moves): its thread, number and text, for a restart."""
+        self._write({"type": "turn", **record})
 
     def budget(self, record: dict) -> None:
         """Record a budget a proxy scope was given or tightened to (no money moves): a restart keeps it."""

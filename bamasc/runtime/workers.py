@@ -20,6 +20,7 @@ from bamasc.plan.lengths import Fitted, LengthFit, TooLong
 from bamasc.records import record
 from bamasc.metering.admission import TaskHold, TotalLink
 from bamasc.metering.refusals import ShortOfTotal
+from bamasc.metering.threads import hold_for_turn
 from bamasc.runtime.batch import BatchLedger, BudgetLevel, Limiter, budget_levels
 from bamasc.runtime import execute
 from bamasc.runtime.batch_session import BatchOutcome, BatchSession
@@ -27,6 +28,8 @@ from bamasc.runtime.execute import ExecOptions, Task, broken, close_providers, f
 from bamasc.metering.guard import guard_class
 from bamasc.metering.refusals import DeadlineReached
 from bamasc.runtime.interpreter import TaskResult, TaskRun
+from bamasc.records import replace
+from bamasc.runtime.threads import ThreadError, Threads, run_turn
 from bamasc.runtime.tokens import task_tokens
 from bamasc.runtime.tool_loop import tool_session
 
@@ -35,8 +38,10 @@ class Batch:
     """What the tasks of one run share: the plans per budget, providers, trace, earlier spend and the ledger."""
 
     def __init__(self, program, system, options: ExecOptions, providers: dict, trace, ledgers: dict,
-                 ledger: BatchLedger | None, limiter: Limiter | None = None, tools=None) -> None:
+                 ledger: BatchLedger | None, limiter: Limiter | None = None, tools=None,
+                 threads: Threads | None = None) -> None:
         self.program = program
+        self.threads = threads if threads is not None else Threads()  # conversations' turns (runtime/threads.py)
         self.tools = tools  # the run's started ToolSet (runtime/tools.py), when its roles have tools
         self.limiter = limiter  # the rate limiter every call to a provider key waits on (metering/limiter.py)
         self.system = system
@@ -101,7 +106,22 @@ class Batch:
 
 
 async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskResult:
-    """One task: its per-task budget, its worst case reserved from the total, the run, its task line."""
+    """One task: its per-task budget, its worst case reserved from the total, the run, its task line.
+    A task of a thread is its next turn (runtime/threads.py): it waits for the turn before it, sees the earlier
+    ones as its history, and its worst case is held from the thread's budget too."""
+    if task.thread is None:
+        return await _run_task(batch, task, chosen)
+    try:
+        thread = batch.threads.open(task.thread, task.thread_budget)
+    except ThreadError as problem:
+        result = _skipped(task, batch.system, Skip("failed", str(problem)), 0.0)
+        batch.trace.task(task_line(result, batch.guard_class.kind, 0.0))
+        return result
+    return await run_turn(thread, batch.trace, task, lambda turn: _run_task(batch, task, chosen, turn))
+
+
+async def _run_task(batch: Batch, task: Task, chosen: str | None = None, turn=None) -> TaskResult:
+    """`run_one` of a task; `turn` (thread, number, history) for a thread's turn."""
     earlier = settle_interrupted(batch.trace, task.id, batch.ledgers.pop(task.id, None))
     system = batch.system
     arrived = time.perf_counter()  # the task's deadline counts from here: the total's waiting room is part of its time
@@ -118,6 +138,18 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
             level, fitted, cap, held, why = await _reserve(batch, task, earlier, chosen, length, arrived)
         except DeadlineReached as late:
             level, fitted, cap, held, why = batch.levels[-1], None, 0.0, None, late
+    thread_hold = None
+    if turn is not None and not isinstance(why, DeadlineReached) and fitted is not None:
+        thread_hold, refused = await hold_for_turn(turn[0].link, task.id, cap - earlier,
+                                                   fitted.template.worst_case_cost)
+        if thread_hold is None:
+            why = Skip("thread_exhausted", refused)
+            fitted = None
+            if held is not None:  # the total's hold goes back: the turn spends nothing
+                await batch.total.release(held)
+                held = None
+        else:
+            cap = earlier + thread_hold.amount  # the guard keeps the turn within what the thread holds for it
     if isinstance(why, DeadlineReached):
         result = _late(task, system, earlier, time.perf_counter() - arrived)
     elif fitted is None:
@@ -128,7 +160,7 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
         try:
             run = TaskRun(batch.program, level.system, template, batch.providers, guard, task.id, task.text, batch.trace,
                           batch.options.retry, batch.options.seed, batch.limiter, arrived=arrived, tools=batch.tools,
-                          length=(fitted.tokens, fitted.length_class))
+                          length=(fitted.tokens, fitted.length_class), history=turn[2] if turn is not None else "")
             result = await run.run()
         except Exception as problem:
             # A defect outside the providers (whose failures the run records
@@ -138,8 +170,12 @@ async def run_one(batch: Batch, task: Task, chosen: str | None = None) -> TaskRe
         finally:
             if held is not None:
                 await batch.total.settle(held, guard.charged - earlier)
+            if thread_hold is not None:
+                await turn[0].link.settle(thread_hold, guard.charged - earlier)
         if batch.options.allocator is not None:
             batch.options.allocator.observe(level.budget, guard.charged - earlier)
+    if turn is not None:
+        result = replace(result, thread_id=turn[0].id, turn=turn[1])
     batch.trace.task(task_line(result, batch.guard_class.kind, earlier))
     return result
 
@@ -286,6 +322,8 @@ def task_line(result: TaskResult, guard_kind: str, earlier: float) -> dict:
         "longer_than_assumed": result.longer_than_assumed,
         "length_class": result.length_class,
         "fits_up_to": result.fits_up_to,
+        # A thread's turn names its thread and number (absent otherwise, so other lines keep their form).
+        **({"thread_id": result.thread_id, "turn": result.turn} if result.thread_id is not None else {}),
     }
 
 
@@ -330,7 +368,7 @@ async def run_batch(plan, program, system_name: str | None, tasks, options: Exec
         plans = [session.system, *(level.system for level in options.budget_plans)] if session.pending_count else []
         async with tool_session(program, plans) as tools:
             batch = Batch(program, session.system, options, providers, session.trace, session.ledgers, session.ledger,
-                          session.limiter, tools)
+                          session.limiter, tools, session.threads)
             with fewer_collections():
                 await run_chunk(batch, session.pending(tasks), options.concurrency, session.note)
     finally:

@@ -20,13 +20,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bamasc.api.errors import BamError
+from bamasc.api.errors import BamError, UsageError
 from bamasc.metering.refusals import Refused
 from bamasc.serve.lookup import task_from_trace
 from bamasc.http.metrics import BUSY, CONTENT_TYPE
 from bamasc.serve.metrics import scrape, serve_metrics
 from bamasc.serve.openapi import openapi_document
-from bamasc.http.requests import Problem, authorized, read_body, routing_headers, task_fields
+from bamasc.http.requests import Problem, authorized, read_body, routing_headers, task_fields, thread_fields
 from bamasc.http.ui import LiveSpend, ui_routes
 
 log = logging.getLogger("bamasc.serve")
@@ -83,7 +83,16 @@ def result_body(result: Any) -> dict[str, Any]:
     return {"task_id": result.task_id, "answer": result.answer, "cost": round(result.cost, 6),
             "bound": result.bound, "status": result.status, "template": result.template,
             "budget": result.budget, "error": result.error, "task_tokens": result.task_tokens,
-            "length_class": result.length_class, "fits_up_to": result.fits_up_to}
+            "length_class": result.length_class, "fits_up_to": result.fits_up_to,
+            **({"thread_id": result.thread_id, "turn": result.turn} if result.thread_id is not None else {})}
+
+
+def thread_body(state: Any) -> dict[str, Any]:
+    """`GET /v1/threads/{id}`: the thread's turns (status, answer, charge), its budget, charged, held and left."""
+    return {"thread_id": state.thread_id, "budget": state.budget, "charged": round(state.charged, 6),
+            "held": round(state.held, 6), "left": None if state.left is None else round(state.left, 6),
+            "turns": [{"turn": turn.turn, "task_id": turn.task_id, "status": turn.status, "answer": turn.answer,
+                       "charged": round(turn.charged, 6)} for turn in state.turns]}
 
 
 def call_body(call: Any) -> dict[str, Any]:
@@ -139,6 +148,13 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
             raise Problem(429, f"{limits.max_pending} tasks are already running or waiting; try again later")
         raw = await read_body(request, limits.max_body, limits.request_s)
         text, budget, deadline = task_fields(raw, plan.budget, plan.deadline_s, limits.max_task)
+        thread_id, thread_budget = thread_fields(raw)
+        runner = session
+        if thread_id is not None:
+            try:
+                runner = session.thread(thread_id, thread_budget)
+            except UsageError as problem:  # a thread the server knows with another budget
+                raise Problem(409, problem.message, "thread_budget") from None
         task_id = session.new_task_id()
         hold = None
         if request.state.key is not None:
@@ -153,7 +169,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
                 raise Problem(503 if refused.limit == "ledger" else 402, refused.error or refused.limit) from None
         tasks.put(task_id, {"task_id": task_id, "status": "running"})
         try:
-            result = await session.run(text, budget=budget, deadline=deadline, task_id=task_id)
+            result = await runner.run(text, budget=budget, deadline=deadline, task_id=task_id)
         except BaseException:
             tasks.items.pop(task_id, None)
             if hold is not None:
@@ -165,7 +181,15 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
             counted.refused("total")
         body = result_body(result)
         tasks.put(task_id, {**body, "calls": [call_body(call) for call in result.calls]})
-        return JSONResponse(body, status_code=402 if result.status == "skipped_total" else 200)
+        refused = result.status in ("skipped_total", "thread_exhausted")  # a total or a thread had no room: 402
+        return JSONResponse(body, status_code=402 if refused else 200)
+
+    async def get_thread(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        state = session.thread_state(thread_id)
+        if state is None:
+            raise Problem(404, f"no thread {thread_id[:80]!r} in this server's memory or trace", "thread_id")
+        return JSONResponse(thread_body(state))
 
     async def get_task(request: Request) -> Response:
         task_id = request.path_params["task_id"]
@@ -214,6 +238,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     routes = [
         Route("/v1/tasks", guarded(post_task), methods=["POST"]),
         Route("/v1/tasks/{task_id}", guarded(get_task), methods=["GET"]),
+        # `:path`: a thread id may hold '/', as any text may (it is a key, never a path)
+        Route("/v1/threads/{thread_id:path}", guarded(get_thread), methods=["GET"]),
         Route("/v1/budget", guarded(get_budget), methods=["GET"]),
         Route("/healthz", guarded(healthz, open_route=True), methods=["GET"]),
         Route("/metrics", guarded(metrics), methods=["GET"]),

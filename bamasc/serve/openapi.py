@@ -32,9 +32,22 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
         "properties": {
             "task_id": {"type": "string"}, "answer": nullable_string, "cost": number, "bound": nullable_number,
             "status": {"type": "string", "enum": ["ok", "exhausted", "failed", "error", "overbilled", "skipped_total",
-                                                 "skipped_budget", "too_long", "interrupted"]},
+                                                 "skipped_budget", "too_long", "interrupted", "thread_exhausted"]},
             "template": nullable_string, "budget": nullable_number, "error": nullable_string,
             "task_tokens": nullable_integer, "length_class": nullable_integer, "fits_up_to": nullable_integer,
+            "thread_id": {"type": "string", "description": "a thread's turn only: its thread"},
+            "turn": {"type": "integer", "minimum": 1, "description": "a thread's turn only: its number"},
+        },
+    }
+    thread = {
+        "type": "object",
+        "required": ["thread_id", "budget", "charged", "held", "left", "turns"],
+        "properties": {
+            "thread_id": {"type": "string"}, "budget": nullable_number, "charged": number, "held": number,
+            "left": nullable_number,
+            "turns": {"type": "array", "items": {"type": "object", "properties": {
+                "turn": {"type": "integer"}, "task_id": {"type": "string"}, "status": {"type": "string"},
+                "answer": nullable_string, "charged": number}}},
         },
     }
     call = {
@@ -64,12 +77,21 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
                                    "description": "µ$ for this task, at most the plan's"},
                         "deadline_s": {"type": "number", "exclusiveMinimum": 0,
                                        "description": f"seconds for this task{deadline}"},
+                        "thread_id": {"type": "string", "minLength": 1, "maxLength": 256,
+                                      "description": "run the task as the next turn of this thread (a conversation): "
+                                                     "it waits for the thread's turn before it and sees the earlier "
+                                                     "turns through {{history}}"},
+                        "thread_budget": {"type": "number", "exclusiveMinimum": 0,
+                                          "description": "µ$ for the whole thread, given with its first turn; a later "
+                                                         "turn may leave it out, and another value is refused (409)"},
                     }}}}},
                 "responses": {
                     "200": {"description": "the task ended (see status)",
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}}}},
-                    "402": {"description": "the total budget had no room for the task's worst case (status skipped_total)",
+                    "402": {"description": "the total budget (status skipped_total) or the thread's (status "
+                                           "thread_exhausted) had no room for the task's worst case; nothing was spent",
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}}}},
+                    "409": _error("thread_budget differs from the budget the thread already has"),
                     **{code: _error() for code in ("400", "401", "408", "413", "422", "429")},
                 },
             }},
@@ -81,6 +103,16 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
                     "200": {"description": "the task, `running` until it ends", "content": {"application/json": {"schema": {
                         "allOf": [{"$ref": "#/components/schemas/Result"}, {"type": "object", "properties": {
                             "calls": {"type": "array", "items": {"$ref": "#/components/schemas/Call"}}}}]}}}},
+                    "404": _error(), "401": _error(),
+                },
+            }},
+            "/v1/threads/{thread_id}": {"get": {
+                "summary": "A thread's turns (status, answer, charge), its budget, what it charged and what is left",
+                "security": security,
+                "parameters": [{"name": "thread_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {"description": "the thread", "content": {"application/json": {"schema": {
+                        "$ref": "#/components/schemas/Thread"}}}},
                     "404": _error(), "401": _error(),
                 },
             }},
@@ -100,6 +132,7 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
         "components": {"schemas": {
             "Result": result,
             "Call": call,
+            "Thread": thread,
             "Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {
                 "status": {"type": "integer"}, "field": nullable_string, "message": {"type": "string"}}}}},
         }},

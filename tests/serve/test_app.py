@@ -133,8 +133,8 @@ def test_openapi_describes_the_routes(tmp_path):
     async def check(client, session):
         document = (await client.get("/openapi.json", headers=AUTH)).json()
         assert document["openapi"] == "3.1.0"
-        assert set(document["paths"]) == {"/v1/tasks", "/v1/tasks/{task_id}", "/v1/budget", "/healthz", "/metrics",
-                                          "/openapi.json"}
+        assert set(document["paths"]) == {"/v1/tasks", "/v1/tasks/{task_id}", "/v1/threads/{thread_id}", "/v1/budget",
+                                          "/healthz", "/metrics", "/openapi.json"}
         schema = document["paths"]["/v1/tasks"]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert schema["properties"]["budget"]["maximum"] == 2000
         # The refusals of the connection layer, on every route: a client generated from the document expects them.
