@@ -52,6 +52,8 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM222": ("invalid-catalog-price", "A price is neither a block nor catalog(\"provider/model\") with one string."),
     "BAM223": ("invalid-price-tier", "A long_prompt price tier has no valid 'above' threshold."),
     "BAM224": ("invalid-reward-weight", "A reward weight (task_weight, budget_weight) is negative."),
+    "BAM225": ("fallback-is-self", "A model names itself as its fallback."),
+    "BAM226": ("duplicate-fallback", "A model names the same fallback twice."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),
