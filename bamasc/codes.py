@@ -53,6 +53,8 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM223": ("invalid-price-tier", "A long_prompt price tier has no valid 'above' threshold."),
     "BAM224": ("invalid-reward-weight", "A reward weight (task_weight, budget_weight) is negative."),
     "BAM225": ("uncapped-history", "A prompt shows {{history}} but its role declares no `history` cap in tokens."),
+    "BAM226": ("fallback-is-self", "A model names itself as its fallback."),
+    "BAM227": ("duplicate-fallback", "A model names the same fallback twice."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),

@@ -104,6 +104,10 @@ class Model:
     latency: Latency | None = None  # None: the model declares none, so no deadline can be proven on it
     pricing: Pricing | None = None  # every rate (cache, tiers); None: price_input and price_output alone
     rate_limit: RateLimit | None = None  # None: none declared (the provider's headers may still set one at run time)
+    # `fallback = [a, b]`: models a call goes to, in order, when this model's provider keeps failing
+    # (docs/language.md, "Fallbacks"); the spans of the names as written.
+    fallbacks: tuple[str, ...] = ()
+    fallback_spans: tuple[Span, ...] = ()
 
     def prices(self) -> Pricing:
         """The model's price model; price_input and price_output are its base rates."""

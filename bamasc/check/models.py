@@ -25,7 +25,7 @@ USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@]*)@")
 
 MODEL_ATTRIBUTES = declares("a model", (
     "provider", "name", "price", "tier", "base_url", "api_key",
-    "max_output", "context", "tokenizer", "quality", "latency", "rate_limit", *DECODING_ATTRIBUTES,
+    "max_output", "context", "tokenizer", "quality", "latency", "rate_limit", "fallback", *DECODING_ATTRIBUTES,
 ))
 
 
@@ -36,6 +36,7 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         attrs.missing("provider", "provider = openai")
     model_id = attrs.string("name", 'name = "gpt-4.1-nano"') or decl.name
     pricing = read_price(decl, attrs, provider, diagnostics)
+    fallbacks = attrs.names("fallback")
     return Model(
         name=decl.name,
         provider=provider,
@@ -56,6 +57,8 @@ def read_model(decl: ast.ModelDecl, diagnostics: list[Diagnostic]) -> Model:
         latency=read_latency(decl.name, attrs, diagnostics),
         pricing=pricing,
         rate_limit=read_rate_limit(decl.name, attrs, diagnostics),
+        fallbacks=tuple(name for name, _ in fallbacks),
+        fallback_spans=tuple(span for _, span in fallbacks),
     )
 
 

@@ -23,6 +23,25 @@ def check_references(program: Program) -> list[Diagnostic]:
                         hint=did_you_mean(role, program.roles),
                     )
                 )
+    for model in program.models.values():
+        seen: set[str] = set()
+        for name, span in zip(model.fallbacks, model.fallback_spans):
+            if name not in program.models:
+                diagnostics.append(
+                    error("BAM102", f"unknown model '{name}' in the fallback of model '{model.name}'", span,
+                          hint=did_you_mean(name, program.models))
+                )
+            elif name == model.name:
+                diagnostics.append(
+                    error("BAM226", f"model '{model.name}' names itself as its fallback", span,
+                          hint="a fallback is another model, tried when this one's provider keeps failing")
+                )
+            elif name in seen:
+                diagnostics.append(
+                    warning("BAM227", f"model '{model.name}' names fallback '{name}' twice", span,
+                            hint="the second is never tried: remove it")
+                )
+            seen.add(name)
     for system in program.systems.values():
         for name, span in zip(system.models, system.item_spans.get("models", ())):
             if name not in program.models:

@@ -228,9 +228,9 @@ class TemplateSolver:
         values = optimise_columns(model.ilp, [value], presolve=presolve)
         if values is None:
             return model, None
-        best = math.fsum(problem.quality[s][m] for (s, _, m), x in zip(model.ilp.seats, values) if x > 0.5)
+        best = problem.total_quality([seat for seat, x in zip(model.ilp.seats, values) if x > 0.5])
         narrow = build(problem, statements, self.pool, self.roles, seconds, coupled_reads=False)
-        worth = tuple(problem.quality[s][m] for s, _, m in narrow.ilp.seats)
+        worth = tuple(problem.seat_quality(s, k, m) for s, k, m in narrow.ilp.seats)
         held = scaled_row(MilpRow("value", tuple(range(len(worth))), worth, best - QUALITY_TOLERANCE, math.inf))
         narrow = replace(narrow, ilp=replace(narrow.ilp, rows=(*narrow.ilp.rows, held)))
         self.solves += 1
@@ -298,7 +298,7 @@ class TemplateSolver:
         model_of = {(problem.slot_names[s], k): self.pool[m] for s, k, m in seats}
         bounds = tuple(call_bounds(unrolled.calls, model_of, self.program.roles, self.system.task_tokens))
         tier_seats = tuple(sum(problem.tiers[m] == t for _, _, m in seats) for t in problem.tier_levels)
-        quality = math.fsum(problem.quality[s][m] for s, _, m in seats)
+        quality = problem.total_quality(seats)
         exact = worst_case_cost(unrolled.calls, bounds, unrolled.choices)
         return Found(counts, seats, unrolled, bounds, exact, tier_seats, quality)
 

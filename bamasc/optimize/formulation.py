@@ -294,8 +294,9 @@ def ordered_objectives(problem: SeatProblem, ilp: SeatIlp, method: str, tie_brea
 
 
 def quality_objective(problem: SeatProblem, ilp: SeatIlp) -> Objective:
-    """Total quality to maximise (by value: weight x quality per seat), held to within QUALITY_TOLERANCE."""
-    return scaled_objective(ilp.column_vector(lambda s, k, m: -problem.quality[s][m]), QUALITY_TOLERANCE)
+    """Total quality to maximise (by value: weight x quality of each slot's instance 0), held to within
+    QUALITY_TOLERANCE."""
+    return scaled_objective(ilp.column_vector(lambda s, k, m: -problem.seat_quality(s, k, m)), QUALITY_TOLERANCE)
 
 
 def cost_objective(problem: SeatProblem, ilp: SeatIlp) -> Objective:

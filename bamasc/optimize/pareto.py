@@ -23,7 +23,7 @@ the MILP would find: most seats of each tier strongest first, then the highest
 quality (within `QUALITY_TOLERANCE`), then the lowest cost, all priced by the
 MILP's own cost coefficients, so exact.py checks the answer the same way.
 By value (`objective = value`) labels have no tier counts: the best is the
-highest quality (each seat's weight x quality), then the lowest cost.
+highest quality (each slot's weight x quality, on its instance 0), then the lowest cost.
 
 A `min_agents` above the slots' lower counts is left out of the program: where
 the best binding without it seats that many, it is the best binding with it
@@ -144,7 +144,7 @@ def _solve(problem, model, slots, products, configurations, budget_tolerance) ->
     # Per slot and configuration: tier key, quality and the cost of its own seats and products.
     fills = [_fills(configs, len(ilp.seats)) for configs in configurations]  # [slot]: configurations x seats, 0/1
     tier_key = np.array([weight[problem.tiers[m]] for m in model_of], dtype=np.int64)
-    quality_of = np.array([problem.quality[s][m] for s, _, m in ilp.seats])
+    quality_of = np.array([problem.seat_quality(s, k, m) for s, k, m in ilp.seats])
     seat_cost = np.array(model.cost[: len(ilp.seats)])
     keys = [f.astype(np.int64) @ tier_key for f in fills]
     qualities = [f @ quality_of for f in fills]

@@ -4,7 +4,10 @@ A seat is one instance k of one slot s running one model m, written (s, k, m).
 A binding picks seats so that the strongest tiers are filled first, then
 quality, then cost, within the budget; under the value objective, the highest
 total quality (each seat's role weight times its model's quality, as the
-caller fills `quality`), then cost.
+caller fills `quality`), then cost. By value a slot is worth what its best
+instance is worth, once: more instances of a slot add calls, not value
+(docs/language.md, "Weights"). Instances are then numbered best value first,
+so instance 0 carries the slot's value and the others are worth nothing.
 
 What a `SeatProblem` deliberately does not hold: templates, ASTs or call graphs
 (callers turn those into a problem); costs that depend on how many instances a
@@ -101,14 +104,39 @@ class SeatProblem:
         return min((row[model] for row in self.cost[slot]), default=math.inf)
 
     def strength_order(self, slot: int) -> tuple[int, ...]:
-        """Models for this slot, strongest first: tier, then quality, then cheaper, then index."""
+        """Models for this slot, strongest first: tier, then quality, then cheaper, then index; by
+        value, quality first, so that instance 0 holds the slot's most valuable model."""
         first_instance = self.cost[slot][0] if self.hi[slot] else (0.0,) * len(self.tiers)
+        if self.by_value:
+            return tuple(
+                sorted(
+                    range(len(self.tiers)),
+                    key=lambda m: (-self.quality[slot][m], self.tiers[m], first_instance[m], m),
+                )
+            )
         return tuple(
             sorted(
                 range(len(self.tiers)),
                 key=lambda m: (self.tiers[m], -self.quality[slot][m], first_instance[m], m),
             )
         )
+
+    def seat_quality(self, slot: int, instance: int, model: int) -> float:
+        """What one seat adds to the objective's quality: by value, the slot's value on instance 0
+        alone (the strength order puts its most valuable model there), else the model's quality."""
+        if self.by_value and instance > 0:
+            return 0.0
+        return self.quality[slot][model]
+
+    def total_quality(self, seats: Sequence[Seat]) -> float:
+        """The quality a set of seats scores: by tiers the sum over seats; by value, per slot, the
+        highest value among its seats, counted once (whatever the instance numbering)."""
+        if not self.by_value:
+            return math.fsum(self.quality[s][m] for s, _, m in seats)
+        best: dict[int, float] = {}
+        for s, _, m in seats:
+            best[s] = max(best.get(s, -math.inf), self.quality[s][m])
+        return math.fsum(best.values())
 
 
 def _validate(problem: SeatProblem) -> None:
@@ -155,7 +183,7 @@ class Binding:
 
     seats: tuple[Seat, ...]  # sorted (slot, instance, model)
     tier_counts: tuple[int, ...]  # seats per tier level, strongest first
-    quality: float  # sum of quality over seats
+    quality: float  # sum of quality over seats; by value, of each slot's best seat
     cost: float  # sum of worst-case seat costs, µ$
     objective: tuple[float, ...]  # (*tier_counts, quality, -cost), or (quality, -cost) by value; larger is better
 
@@ -172,7 +200,7 @@ def evaluate(problem: SeatProblem, seats: Sequence[Seat]) -> Binding:
     seats = tuple(sorted(seats))
     levels = problem.tier_levels
     tier_counts = tuple(sum(1 for _, _, m in seats if problem.tiers[m] == t) for t in levels)
-    quality = math.fsum(problem.quality[s][m] for s, _, m in seats)
+    quality = problem.total_quality(seats)
     cost = math.fsum(problem.cost[s][k][m] for s, k, m in seats)
     return Binding(seats, tier_counts, quality, cost, problem.score(tier_counts, quality, cost))
 

@@ -14,7 +14,8 @@ any binding), in about a tenth of the time of its MILP:
   seats that may be tier 1, nor (with that many) more tier-2 seats than the
   rest that may be tier 2, and so on (`Vector.best_possible`);
 - its quality is at most each seat's best quality among the tiers it may hold
-  (by value, where there are no tier counts, that sum bounds the objective).
+  (by value, where there are no tier counts and a slot is worth its instance 0,
+  that sum over the instances 0 bounds the objective).
 
 Vectors are solved best bound first; one whose bound is below the best binding
 found so far (or equal to it, later in product order, which loses ties) is
@@ -124,10 +125,13 @@ class Vector:
         return bound < incumbent or (bound == incumbent and not earlier)
 
     def _most_value(self) -> float:
-        """By value: each seat's highest value among the tiers whose models it may hold within the budget."""
+        """By value: each slot's highest value among the tiers whose models its instance 0 may hold
+        within the budget (the other instances are worth nothing)."""
         problem = self.solver.order
         total = 0.0
         for s, k in self.seats:
+            if k > 0:
+                continue
             best = 0.0
             for level in problem.tier_levels:
                 members = [m for m in range(len(self.solver.pool)) if problem.tiers[m] == level]

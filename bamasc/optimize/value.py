@@ -1,6 +1,11 @@
-"""What a seat is worth under `objective = value`: its role's weight times its model's quality for the role.
+"""What a slot is worth under `objective = value`: its role's weight times its best model's quality for the role.
 
 The rules (docs/language.md, "How the compiler binds"):
+
+- value is per slot, not per call: a slot (a role's place in the template)
+  is worth the value of the best model among its instances, counted once,
+  so two weak engineer seats never outweigh one strong one, and an
+  instance beyond the first adds cost but no value;
 
 - a role is a *classifier* in a template when its seats only label: it is a
   route's router there, its output is a verdict (`reads = verdict`), or its
@@ -15,8 +20,8 @@ The rules (docs/language.md, "How the compiler binds"):
   unless a quality says otherwise.
 
 What this module deliberately does not do: decide between seats (the binder
-maximises the sum of these values, then minimises cost), or change the
-order of instances, which stays strongest tier first under either objective.
+maximises the sum over slots of these values, then minimises cost; by value
+a slot's instances are numbered most valuable first, so instance 0 carries it).
 """
 
 from __future__ import annotations
@@ -63,8 +68,12 @@ class SeatWorth:
             return model.default_quality
         return 1.0 if role in self.classifiers else 1.0 / model.tier
 
+    def worth(self, role: str, models) -> float:
+        """What a slot of `role` whose instances run `models` is worth: its best model's, once (0 when empty)."""
+        return max((self.weight(role) * self.quality(model, role) for model in models), default=0.0)
+
     def values(self, topology, pool) -> tuple[tuple[float, ...], ...]:
-        """[slot][model]: what a seat is worth."""
+        """[slot][model]: what a slot is worth with its best instance on the model."""
         return tuple(
             tuple(self.weight(slot.role) * self.quality(model, slot.role) for model in pool) for slot in topology.slots
         )

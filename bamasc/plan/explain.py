@@ -64,12 +64,17 @@ def seat_alternatives(program, system: SystemPlan, template: TemplatePlan) -> li
                     "tier": model.tier,
                     "latency_s": seconds,
                     "over_deadline": seconds is not None and seconds > deadline * (1 + 1e-9),
-                    # By value: what the seat would be worth more (weight x quality), else None.
-                    "worth": worth.weight(role) * (worth.quality(model, role) - worth.quality(current, role))
+                    # By value: what the seat's slot would be worth more (its best model's weight x
+                    # quality, counted once), else None.
+                    "worth": _slot_worth(worth, role, seat.slot, trial) - _slot_worth(worth, role, seat.slot, chosen)
                     if by_value else None,
                 }
             )
     return findings
+
+
+def _slot_worth(worth: SeatWorth, role: str, slot: str, model_of) -> float:
+    return worth.worth(role, [model for (name, _), model in model_of.items() if name == slot])
 
 
 def _holds(row, model_of) -> bool:
@@ -119,10 +124,12 @@ def objective_lines(program, system: SystemPlan, template: TemplatePlan) -> list
     topology = program.topologies[template.name]
     worth = SeatWorth(program, topology, unroll(topology, {s.name: s.hi for s in topology.slots}).calls)
     role = {slot.name: slot.role for slot in topology.slots}
-    total = sum(worth.weight(role[seat.slot]) * worth.quality(program.models[seat.model], role[seat.slot])
-                for seat in template.binding)
+    total = sum(
+        worth.worth(role[slot.name], [program.models[seat.model] for seat in template.binding if seat.slot == slot.name])
+        for slot in topology.slots
+    )
     weights = ", ".join(f"{slot.name} {worth.weight(slot.role):g}" for slot in topology.slots)
-    return [f"Objective: value (the sum of weight x quality over seats, then the lowest cost): {total:.4g}; "
+    return [f"Objective: value (the sum over slots of weight x their best model's quality, then the lowest cost): {total:.4g}; "
             f"weights: {weights}"]
 
 

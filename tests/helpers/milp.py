@@ -174,11 +174,22 @@ def brute_force(program, budget: float) -> tuple | None:
         if price > budget * (1 + 1e-9):
             continue
         tiers = tuple(sum(pool[m].tier == t for _, _, m in seats) for t in order.tier_levels)
-        quality = round(math.fsum(order.quality[s][m] for s, _, m in seats), 6)
+        quality = round(_worth(order, seats), 6)
         objective = order.score(tiers, quality, price)
         if best is None or objective > best[0]:
             best = objective, worst_case_cost(unrolled.calls, bounds, unrolled.choices)
     return None if best is None else (*best[0][:-1], -best[1])
+
+
+def _worth(order, seats) -> float:
+    """Quality as the objective counts it: by value, each slot's best seat once (docs/language.md,
+    "Weights"), whichever instance holds it; by tiers, every seat."""
+    if not order.by_value:
+        return math.fsum(order.quality[s][m] for s, _, m in seats)
+    best: dict[int, float] = {}
+    for s, _, m in seats:
+        best[s] = max(best.get(s, 0.0), order.quality[s][m])
+    return math.fsum(best.values())
 
 
 def objective(binding) -> tuple | None:

@@ -29,11 +29,12 @@ def test_the_plan_and_explain_say_the_binding_is_by_value(tmp_path):
     (template,) = json.load(open(plan, encoding="utf-8"))["systems"][0]["templates"]
     assert template["objective"]["kind"] == "value"
     # triage on nano (1 x 1), billing, account and general on gpt-4.1 (4 x 1 each), the engineer's draft on
-    # gpt-4.1 (4 x 1) and its revision on nano (4 x 1/3), the reviewer on nano (1 x 1).
-    assert abs(template["objective"]["quality"] - (1 + 4 * 4 + 4 / 3 + 1)) < 1e-9
+    # gpt-4.1 (4 x 1; its revision on nano is a second instance, cheaper and worth nothing more: a slot
+    # counts its best model once), the reviewer on nano (1 x 1).
+    assert abs(template["objective"]["quality"] - (1 + 4 * 4 + 1)) < 1e-9
     explained = bamasc("explain", source, "--budget", "8000")
     assert explained.returncode == 0, explained.stderr
-    assert "Objective: value (the sum of weight x quality over seats, then the lowest cost): 19.33" in explained.stdout
+    assert "Objective: value (the sum over slots of weight x their best model's quality, then the lowest cost): 18;" in explained.stdout
     assert "weights: triage 1, billing 4, engineer 4, reviewer 1, account 4, general 4" in explained.stdout
     assert "gpt41: +1882.9 µ$ -> 9263.6 µ$; worth the same, so the cheaper binding wins" in explained.stdout
 
@@ -42,7 +43,7 @@ def test_a_sweep_front_ranks_by_value(tmp_path):
     swept = bamasc("compile", support_by_value(tmp_path), "--sweep", "2000:8000:2000", "--format", "json")
     front = json.loads(swept.stdout)["pareto"]
     # Each budget buys more value for more cost: every budget's binding is on the front.
-    assert [round(entry["quality"], 4) for entry in front] == [10.6667, 12.0, 18.0, 19.3333]
+    assert [round(entry["quality"], 4) for entry in front] == [9.3333, 10.0, 16.0, 18.0]
 
 
 def test_by_value_a_cheaper_binding_worth_more_beats_one_with_more_strong_seats():
