@@ -55,6 +55,7 @@ CODES: dict[str, tuple[str, str]] = {
     "BAM225": ("uncapped-history", "A prompt shows {{history}} but its role declares no `history` cap in tokens."),
     "BAM226": ("fallback-is-self", "A model names itself as its fallback."),
     "BAM227": ("duplicate-fallback", "A model names the same fallback twice."),
+    "BAM228": ("repeated-placeholder", "A role shows one placeholder twice; every bound counts an input once."),
     "BAM301": ("inverted-slot-range", "A slot range has its lower bound above its upper bound."),
     "BAM302": ("empty-slot-range", "A slot range allows zero instances at most."),
     "BAM303": ("nonlinear-require", "A require row is not linear in slot counts."),

@@ -31,6 +31,9 @@ def check_prompts(modules: dict[str, ast.Module]) -> list[Diagnostic]:
             known = set(BUILTIN_PLACEHOLDERS) | passed.get(decl.name, set())
             capped = any(isinstance(a, ast.Attr) and a.name == "history" for a in decl.attrs)
             names = shown[decl.name] = {}
+            strings = [attr.value for attr in decl.attrs if isinstance(attr, ast.Attr)
+                       and attr.name in ("prompt", "system") and isinstance(attr.value, ast.String)]
+            diagnostics.extend(_repeated(decl.name, strings))
             for attr in decl.attrs:
                 if isinstance(attr, ast.Attr) and attr.name in ("prompt", "system") and isinstance(attr.value, ast.String):
                     diagnostics.extend(_check_string(decl.name, attr.value, known, capped))
@@ -150,6 +153,28 @@ def _flow_statements(modules, with_optional: bool = False):
                 for flow in decl.flows:
                     for statement in flow.statements:
                         yield (role_of, statement, optional) if with_optional else (role_of, statement)
+
+
+def _repeated(role: str, strings: list[ast.String]) -> list[Diagnostic]:
+    """A placeholder shown twice: every bound counts an input once per call, so a prompt may show it once."""
+    found, first = [], {}
+    for string in strings:
+        for match in PLACEHOLDER.finditer(string.raw):
+            name = match.group(1).rstrip("?")
+            if not NAME.fullmatch(match.group(1)):
+                continue  # malformed: BAM206
+            span = _span_in(string, match.start(), match.end())
+            if name not in first:
+                first[name] = span
+                continue
+            found.append(error(
+                "BAM228",
+                f"role '{role}' shows '{{{{{name}}}}}' twice (first at {first[name].line}:{first[name].col}): "
+                "the bound counts each input once per call, so the prompt sent would outgrow it",
+                span,
+                hint=f"show '{{{{{name}}}}}' once in the role's prompt and system together",
+            ))
+    return found
 
 
 def _check_string(role: str, string: ast.String, known: set[str], capped: bool = False) -> list[Diagnostic]:
