@@ -98,7 +98,6 @@ def loop_source(rounds: int = 40, result: int = 200) -> tuple[str, str]:
 def exec_loop(folder, budget: float, calibrated: bool = True, rounds: int = 40, result: int = 200):
     """One task of `loop_source`'s system on a QuarterProvider with `budget` µ$: (its TaskResult, its guard). With
     `calibrated` False the task remembers no billed prompt, so every prompt keeps its byte bound (the old bound)."""
-    from bamasc.metering.calibrate import Calibration
     from bamasc.metering.guard import BudgetGuard
     from bamasc.plan.compile import compile_file
     from bamasc.runtime.interpreter import TaskRun
@@ -120,6 +119,8 @@ def exec_loop(folder, budget: float, calibrated: bool = True, rounds: int = 40, 
             run = TaskRun(program, system, template, {"m": QuarterProvider("m")}, guard, "t", "t" * 40, None,
                           RetryPolicy(max_attempts=1, base_delay=0.0, max_delay=0.0, timeout=30.0), tools=tools)
             if not calibrated:
+                from bamasc.metering.calibrate import Calibration
+
                 run.calibration = Calibration(per_scope=0)
             return await run.run(), guard
 
@@ -127,6 +128,11 @@ def exec_loop(folder, budget: float, calibrated: bool = True, rounds: int = 40, 
 
 
 # ------------------------------------------------------------------------------------------ the proxy
+
+
+# An agent's instructions: about 300 tokens, as the upstream counts them (the agent of the budget's report).
+INSTRUCTIONS = " ".join(["You are a careful assistant. Look up every fact with the tool before you answer, quote "
+                         "it exactly, and answer in a few words; never guess."] * 9)
 
 
 def react_until_refused(url: str, token: str, scope: str, budget: float, runs: int = 200) -> int:
@@ -149,7 +155,7 @@ def react_until_refused(url: str, token: str, scope: str, budget: float, runs: i
         agent = create_react_agent(model, [lookup])
     for answered in range(runs):
         try:
-            agent.invoke({"messages": [("user", "What is the fact? Look it up, then answer in a few words.")]})
+            agent.invoke({"messages": [("system", INSTRUCTIONS), ("user", "What is the fact? Look it up.")]})
         except openai.APIStatusError as problem:
             if problem.status_code != 402:
                 raise

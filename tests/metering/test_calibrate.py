@@ -189,7 +189,7 @@ def forged_extensions(draw):
     return billed, later, tools
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(forged=forged_extensions())
 def test_a_prompt_that_differs_before_its_end_never_matches(forged):
     billed, later, tools = forged

@@ -19,7 +19,7 @@ pytest.importorskip("starlette", reason="the proxy extra (starlette, uvicorn) is
 from tests.proxy.helpers import PRICES, TOKEN, ThreadProxy, config_text  # noqa: E402
 from tests.proxy.upstream import Upstream  # noqa: E402
 
-BUDGET = 1500.0  # µ$: about twenty runs of the agent
+BUDGET = 3000.0  # µ$: about fifteen runs of the agent
 
 
 @pytest.fixture(scope="module")
