@@ -43,6 +43,7 @@ from bamasc.http.metrics import CONTENT_TYPE, CountResponses, Metrics
 from bamasc.http.requests import Problem, json_body, read_body, routing_headers
 from bamasc.metering.admission import Admissions, Attempt, PaceLink
 from bamasc.metering.afford import Cost
+from bamasc.metering.calibrate import Calibration, Learn
 from bamasc.metering.protocols import CHAT, MESSAGES, StreamReader, WireError, WireProtocol, check_betas, protocols
 from bamasc.metering.refusals import Refused
 from bamasc.metering.replies import surely_unbilled
@@ -110,6 +111,7 @@ class Settings:
         self.clock = clock  # the time that picks each budget window
         self.declared_teams: list = []  # the config's `team` and `key` declarations, put in the store at start
         self.declared_keys: list = []  # (KeyPolicy, secret)
+        self.calibration = Calibration()  # what recent prompts of each scope were billed (metering/calibrate.py)
 
 
 def build_app(settings: Settings, ledger) -> Starlette:
@@ -260,7 +262,10 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
         if protocol.api == "anthropic":
             check_betas(request.headers.get("anthropic-beta"), model)
         tokenizer = counting_tokenizer(model.model_id, model.tokenizer, upstream.official)
-        bound = protocol.prompt_bound(body, tokenizer, settings.exact)
+        # A prompt that extends one its scope already sent is bounded by what that one was billed.
+        prompt = protocol.prompt(body)
+        bound = settings.calibration.bound(scope, model.name, prompt,
+                                           protocol.prompt_bound(body, tokenizer, settings.exact))
         pricing = model.prices()
         rates = pricing.worst_rates(bound)
         # A client may mark its prompt for the cache (Anthropic's `cache_control`): every prompt token may then be
@@ -268,14 +273,16 @@ async def _guarded(request: Request, protocol: WireProtocol, settings: Settings,
         input_cost = max(rates.input, rates.cache_write) * bound + pricing.per_request
         ceiling = asked.requested or model.max_output or DEFAULT_OUTPUT_CAP
         cost = Cost(input_cost, rates.output, asked.choices, ceiling)
-        # The chain `exec` admits its calls with: the scope's ledger, then the upstream key's pace.
         levels = who.levels(settings.clock())
         # Its listeners: the trace's line of a refusal, and the metrics, which count every ending of the call.
         listeners = (metrics.listener(None if who.key is None else who.key.name),)
         if ledger.trace is not None:
             listeners = (RefusalLines(ledger, scope), *listeners)
-        chain = Admissions((ScopeLink(ledger, scope, budget, cost, pricing, levels), PaceLink(settings.limiter, model)),
-                           listeners)
+        # The chain `exec` admits its calls with: what the prompt is billed is learned once it settles, the scope's
+        # ledger, then the upstream key's pace.
+        links = (Learn(settings.calibration, scope, prompt), ScopeLink(ledger, scope, budget, cost, pricing, levels),
+                 PaceLink(settings.limiter, model))
+        chain = Admissions(links, listeners)
         attempt = Attempt(None, None, model, 1, bound, ceiling, settings.timeout, choices=asked.choices)
         await chain.admit(attempt)
     except WireError as problem:

@@ -33,6 +33,7 @@ from bamasc.prices import Usage
 from bamasc.runtime import reference_mode
 from bamasc.runtime.answers import Answers
 from bamasc.metering.admission import Admissions, Attempt, BudgetLink, DeadlineLink, PaceLink
+from bamasc.metering.calibrate import Calibration, Learn
 from bamasc.runtime.extract import extract_answer
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.metering.guard import BudgetGuard
@@ -40,7 +41,7 @@ from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, 
 from bamasc.runtime.render import MissingPlaceholder, numbered, render, unencodable, unsendable
 from bamasc.runtime.retry import RetryPolicy
 from bamasc.runtime.structured import structured
-from bamasc.runtime.tokens import safe_prompt_bound, task_tokens
+from bamasc.runtime.tokens import calibrated_prompt, safe_prompt_bound, task_tokens
 from bamasc.metering.refusals import Refused
 from bamasc.runtime.outcomes import (  # noqa: F401 (re-exported: the interpreter's results)
     Output, TaskError, TaskOverbilled, TaskResult,
@@ -95,6 +96,7 @@ class TaskRun:
         self.clock = DeadlineGuard(getattr(system, "deadline_s", None), self.retry.timeout)
         self.arrived = arrived
         self.tools = tools
+        self.calibration = Calibration()  # what this task's recent prompts were billed (metering/calibrate.py)
         self.length = length
         self.history = history
 
@@ -244,7 +246,16 @@ class TaskRun:
         problem = unsendable(messages)  # a reply sent on, or a tool call's arguments: stopped before any reservation
         if problem is not None:
             raise TaskError(f"{node_id} (role '{role.name}'): {problem}; nothing was sent")
-        admissions = self.admissions(model)
+        # A prompt that extends one this task already sent (a tool loop's next round) is bounded by what that one
+        # was billed. Its bill bounds the same messages sent without the tools too (the loop's final round): the
+        # specs are a section of their own, which only adds tokens.
+        prompt = calibrated_prompt(messages, tools, role.output_schema)
+        prompt_tokens = self.calibration.bound(self.task_id, model.name, prompt, prompt_tokens)
+        lesser = (calibrated_prompt(messages, (), role.output_schema),) if tools else ()
+        composed = self.admissions(model)
+        # First, so it settles last: it learns the bill only once every other link has settled it within the bound.
+        admissions = Admissions((Learn(self.calibration, self.task_id, prompt, *lesser), *composed.links),
+                                composed.listeners)
         attempt = Attempt(request, node, model, 1, prompt_tokens, cap, self.retry.timeout, round)
         offered = {"tools": tools} if tools else {}  # a provider of its own may not take tools
         while True:

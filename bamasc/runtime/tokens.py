@@ -31,6 +31,7 @@ from functools import cache
 from bamasc.encodings import ENCODINGS, encoding_for  # noqa: F401 (re-exported)
 from bamasc.combinators.tools import spec_bytes
 from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS, RESULT_FRAMING, TOOL_SPEC_FRAMING, TOOLS_FRAMING
+from bamasc.metering.calibrate import Prompt, canonical, prompt_of
 
 OPENAI_TOKENS_PER_MESSAGE = 4
 OPENAI_REPLY_PRIMING = 3
@@ -70,6 +71,19 @@ def specs_tokens(specs) -> int:
         return 0
     return TOOLS_FRAMING + sum(spec_bytes(spec.name, spec.description, spec.parameters) + TOOL_SPEC_FRAMING
                                for spec in specs)
+
+
+def calibrated_prompt(messages, specs=(), schema: dict | None = None) -> Prompt:
+    """A call's prompt as a calibrated bound reads it (metering/calibrate.py): the tool specs and the output schema it
+    is sent with as its context, and each message an item, bounded as `message_tokens` counts it (an assistant
+    message that asked for tools gets MESSAGE_OVERHEAD_TOKENS more: its framing, which the bound otherwise counts
+    in its results', is new even where a result is not)."""
+    context = canonical([[[spec.name, spec.description, spec.parameters] for spec in specs], schema])
+    items = ((canonical([message.role, message.content, [[call.id, call.name, call.arguments]
+                                                         for call in message.tool_calls], message.tool_call_id]),
+              message_tokens(message) + (MESSAGE_OVERHEAD_TOKENS if message.tool_calls else 0))
+             for message in messages)
+    return prompt_of(context, items)
 
 
 def task_tokens(task: str, providers: Iterable) -> int:

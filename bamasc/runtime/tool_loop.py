@@ -39,11 +39,16 @@ import contextlib
 import json
 import os
 
-from bamasc.metering.refusals import Refused
+from bamasc.combinators.tools import RESULT_FRAMING
+from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS
+from bamasc.metering.afford import MIN_USEFUL_TOKENS
+from bamasc.metering.calibrate import CALIBRATION_MARGIN_TOKENS
+from bamasc.metering.admission import Attempt
+from bamasc.metering.refusals import BudgetExhausted, Refused
 from bamasc.runtime.outcomes import TaskError
 from bamasc.runtime.providers.base import Message, ToolCall
 from bamasc.runtime.providers.fake_tools import tools_expect
-from bamasc.runtime.tokens import content_bytes, message_tokens, specs_tokens
+from bamasc.runtime.tokens import calibrated_prompt, content_bytes, message_tokens, specs_tokens
 
 # RESULT_FRAMING (combinators/tools.py) counts each call id, which the call and its result both carry, at 40 bytes.
 MAX_CALL_ID_BYTES = 40
@@ -85,6 +90,14 @@ async def run_loop(run, request, node, role, model, provider, messages: list, ca
     number = 0
     while True:
         final = number >= node.rounds
+        if not final and not room_for_answer(run, node, model, role, messages + conversation, own + added, specs,
+                                             cap, decls):
+            # Another round that may ask for tools would leave no room for the answer: refused as the guard refuses
+            # one (a skipped line in the trace), and the final round follows.
+            skipped = Attempt(request, node, model, 1, own + added + with_specs, cap, run.retry.timeout, number)
+            run.admissions(model).refused(skipped, BudgetExhausted(node.id))
+            number = node.rounds
+            continue
         try:
             completion = await run.send(
                 request, node, role, model, provider, messages + conversation, own + added + (0 if final else with_specs),
@@ -105,6 +118,30 @@ async def run_loop(run, request, node, role, model, provider, messages: list, ca
         conversation += answers
         added += sum(message_tokens(message) for message in answers)
         number += 1
+
+
+def room_for_answer(run, node, model, role, sent: list, bound: int, specs, cap: int, decls: dict) -> bool:
+    """Whether the budget holds another round that may ask for tools (its prompt `sent`, bounded by `bound` without
+    its specs) at its whole cap, its tool calls' prices, and after them a final round that answers.
+
+    The final round after it holds what it adds: its assistant message (at most `cap` tokens, as the loop's bound
+    counts it, and a message's framing) and C results. Bounded by what this round is billed (at most its calibrated
+    bound) plus those (metering/calibrate.py), or by its bytes, whichever is less, that final round is admitted
+    with at least a useful output. Without this check a loop whose model always asks for tools spends the budget on
+    tool rounds and has none left for its answer. A guard that does not reserve (posthoc, none) is not asked."""
+    guard = run.guard
+    if getattr(guard, "kind", "reserve") != "reserve":
+        return True
+    with_specs = bound + specs_tokens(specs)
+    this_round = run.calibration.bound(run.task_id, model.name, calibrated_prompt(sent, specs, role.output_schema),
+                                       with_specs)
+    tools = [decls[spec.name] for spec in specs]
+    added = cap + MESSAGE_OVERHEAD_TOKENS + node.tool_calls * (max(tool.max_result for tool in tools) + RESULT_FRAMING)
+    answer = min(bound + added, this_round + added + CALIBRATION_MARGIN_TOKENS)
+    pricing = model.prices()
+    need = (sum(pricing.worst_cost(this_round, cap)) + node.tool_calls * max(float(tool.price or 0) for tool in tools)
+            + sum(pricing.worst_cost(answer, min(MIN_USEFUL_TOKENS, cap))))
+    return guard.remaining >= need - 1e-9
 
 
 def kept_calls(asked, number: int, names: set[str]) -> tuple[ToolCall, ...]:

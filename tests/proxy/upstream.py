@@ -16,7 +16,11 @@ OpenAI-compatible servers do), writing its own default without it, `...-nodelta`
 streams Anthropic events whose message_delta carries no usage, `...-earlyusage` reports its usage
 before its output and never again (OpenAI: the prompt and 0 completion tokens in the first chunk;
 Anthropic: a message_delta of 1 output token before the first content block), `...-perbyte` bills a
-prompt token per UTF-8 byte of its text (a model named like OpenAI's behind another server), `...-toolcall`
+prompt token per UTF-8 byte of its text (a model named like OpenAI's behind another server), a model whose
+name holds `-quarter` bills a token per 4 UTF-8 bytes (rounded up) of every text it reads, tool specs and call
+arguments too (about what a BPE tokenizer emits for English, so a byte bound is 4 times its bill), `...-lowball`
+reports a tenth of the prompt it counts for a conversation's first call (no assistant message yet) and the
+whole prompt after it (an upstream whose counts contradict each other), `...-toolcall`
 answers a chat completion (not streamed) that offers function tools and holds no `tool` message yet with a
 call of its first tool (arguments `{}`), billed as any reply of its cap is.
 
@@ -125,6 +129,12 @@ class Upstream:
         written = 0
         if model.endswith("-perbyte"):  # a server whose tokenizer emits a token per UTF-8 byte
             prompt = self._bytes(body.get("messages")) + self._bytes(body.get("system")) + self._bytes(body.get("input"))
+        if "-quarter" in model:
+            read = [body.get(name) for name in ("messages", "system", "tools", "input", "instructions")]
+            prompt = -(-self._bytes(read) // 4)
+        if model.endswith("-lowball") and not any(isinstance(message, dict) and message.get("role") == "assistant"
+                                                  for message in body.get("messages") or ()):
+            prompt //= 10
         if model.endswith("-cachewrite"):
             prompt = written = self._bytes(body.get("messages")) + self._bytes(body.get("system"))
         if model.endswith("-legacy"):

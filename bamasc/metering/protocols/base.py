@@ -25,6 +25,7 @@ import json
 import secrets
 
 from bamasc.ir.tokens import MESSAGE_OVERHEAD_TOKENS
+from bamasc.metering.calibrate import Prompt, canonical, prompt_of
 from bamasc.prices import Usage
 
 # Content parts whose tokens are not bounded by their bytes.
@@ -32,6 +33,8 @@ UNBOUNDED_PARTS = frozenset({"image_url", "input_audio", "file", "image", "docum
                              "input_file"})
 # Framing tokens a request adds besides its messages (the reply's priming, the tool list's wrapper).
 REQUEST_OVERHEAD_TOKENS = 64
+# Body fields that do not change what the prompt is billed (the output cap, streaming): left out of a prompt's context.
+NOT_PROMPT_FIELDS = frozenset({"stream", "stream_options", "max_tokens", "max_completion_tokens", "max_output_tokens"})
 # Service tiers billed at most the declared rates (`priority` and `scale` are dearer).
 PLAIN_TIERS = (None, "auto", "default", "flex", "standard_only")
 
@@ -96,6 +99,7 @@ class WireProtocol:
     name: str  # how docs and errors name it
     api: str  # the provider API that serves it (a provider record's `protocol`): "openai" or "anthropic"
     routes: tuple[str, ...]  # the proxy's paths for it
+    items_field: str = "messages"  # the body's field holding the list a conversation grows
     upstream_path: str  # appended to the provider's base URL
     prompt_fields: tuple[str, ...]  # the body's fields the model reads as its prompt
     # Body fields whose bill is not bounded by the prompt's bytes and the output cap: field -> why.
@@ -113,6 +117,16 @@ class WireProtocol:
         prompt = {name: body[name] for name in self.prompt_fields if name in body}
         size = len(json.dumps(prompt, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         return size + MESSAGE_OVERHEAD_TOKENS * (self.items(body) + 1) + REQUEST_OVERHEAD_TOKENS
+
+    def prompt(self, body: dict) -> Prompt:
+        """The prompt as a calibrated bound reads it (metering/calibrate.py): the items of `items_field` (a text is
+        one item), each bounded by its JSON's bytes and MESSAGE_OVERHEAD_TOKENS of framing, and every other field
+        but the output cap and streaming as its context."""
+        context = {name: value for name, value in body.items() if name != self.items_field
+                   and name not in NOT_PROMPT_FIELDS}
+        given = body[self.items_field]
+        items = [canonical(item) for item in (given if isinstance(given, list) else [given])]
+        return prompt_of(canonical(context), ((text, len(text) + MESSAGE_OVERHEAD_TOKENS) for text in items))
 
     def items(self, body: dict) -> int:
         """How many messages (each framed) the prompt holds."""

@@ -37,6 +37,7 @@ class Responses(WireProtocol):
     api = "openai"
     routes = ("/v1/responses", "/responses")
     upstream_path = "/responses"
+    items_field = "input"
     prompt_fields = ("instructions", "input", "tools", "tool_choice", "text")
     unbounded_fields = {
         "previous_response_id": "the upstream adds the stored conversation, whose prompt the proxy cannot see; "
