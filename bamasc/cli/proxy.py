@@ -262,7 +262,7 @@ async def _serve(app, ledger, listen, sock, max_connections: int, request_s: flo
 def _settings(report: Report, args, token):
     from bamasc.plan.compile import check_file
     from bamasc.provider_registry import lookup
-    from bamasc.proxy.app import Settings, Upstream
+    from bamasc.proxy.config import Settings, Upstream
     from bamasc.runtime.providers import api_key
     from bamasc.runtime.providers.base import ProviderError
 

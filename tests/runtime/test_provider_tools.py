@@ -110,7 +110,8 @@ def test_openai_tool_calls_are_read_with_their_usage(openai_server, sdk):
                                          prompt_tokens=57, completion_tokens=18)))
     completion = run(sdk("openai", openai_server).complete(ASKED, 64, timeout=5, tools=(LOOKUP, READ)))
     assert completion == Completion("", 57, 18, "tool_calls",
-                                    tool_calls=(ToolCall("call_9", "lookup_order", '{"order_id": "A1"}'),))
+                                    tool_calls=(ToolCall("call_9", "lookup_order", '{"order_id": "A1"}'),),
+                                    response_id="chatcmpl-tools", response_model="gpt-4o-mini")
     (request,) = openai_server.requests
     assert request.body["tools"] == [
         {"type": "function", "function": {"name": "lookup_order", "description": "Look up an order by its id",
@@ -150,7 +151,8 @@ def test_anthropic_tool_use_blocks_are_read_with_their_usage(anthropic_server, s
         prompt_tokens=380, completion_tokens=44)))
     completion = run(sdk("anthropic", anthropic_server).complete(ASKED, 64, timeout=5, tools=(LOOKUP, READ)))
     assert completion == Completion("Checking.", 380, 44, "tool_use",
-                                    tool_calls=(ToolCall("toolu_01A", "lookup_order", '{"order_id":"A1","n":"é"}'),))
+                                    tool_calls=(ToolCall("toolu_01A", "lookup_order", '{"order_id":"A1","n":"é"}'),),
+                                    response_id="msg_tools", response_model="claude-haiku-4-5")
     (request,) = anthropic_server.requests
     assert request.body["tools"] == [
         {"name": "lookup_order", "description": "Look up an order by its id", "input_schema": LOOKUP.parameters},
