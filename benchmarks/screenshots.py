@@ -1,8 +1,9 @@
 """Screenshots of the spend page for docs/report.md: docs/images/report.png and docs/images/ui.png.
 
 A proxy (in this process, on its local ledger) forwards calls of three client
-keys in two teams to a local upstream that bills what it writes; one key's
-scopes run out and are refused. `bamasc report` draws its trace, and the live
+keys in two teams to a local upstream that bills what it writes, a call
+every PACE_S seconds, so the spend line and the keys' and teams' one-minute
+windows have some time to cover; one key's scopes run out and are refused. `bamasc report` draws its trace, and the live
 `/ui` is opened with the admin token; Debian's chromium, driven by Playwright
 as in the tests, takes both pictures. Offline: nothing leaves the machine.
 
@@ -15,6 +16,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,6 +30,8 @@ CHROMIUM = "/usr/bin/chromium"
 LAUNCH = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
           "--disable-component-update", "--no-first-run"]
 ADMIN = "admin-token-for-screenshots"
+PACE_S = 0.25  # between calls: about ten seconds of traffic in all
+WINDOW = "1m"  # the keys' and teams' budget windows
 # (key, team, scope ceiling µ$, scopes, calls per scope, output cap)
 KEYS = (("support-bot", "support", 2_000, ("ticket-101", "ticket-102", "ticket-103", "ticket-104"), 4, 300),
         ("triage", "support", 400, ("ticket-101", "ticket-107"), 5, 200),
@@ -45,11 +49,11 @@ def traffic(folder: str) -> tuple[ThreadProxy, Upstream]:
     admin = {"authorization": f"Bearer {ADMIN}"}
     for team in {key[1] for key in KEYS}:
         httpx.post(f"{proxy.url}/v1/admin/teams", headers=admin, timeout=30,
-                   json={"name": team, "budgets": [{"amount": 40_000, "per": "1d"}]}).raise_for_status()
+                   json={"name": team, "budgets": [{"amount": 40_000, "per": WINDOW}]}).raise_for_status()
     for name, team, ceiling, scopes, calls, cap in KEYS:
         made = httpx.post(f"{proxy.url}/v1/admin/keys", headers=admin, timeout=30,
                           json={"name": name, "team": team, "scope_budget": ceiling,
-                                "budgets": [{"amount": 25_000, "per": "1d"}]})
+                                "budgets": [{"amount": 25_000, "per": WINDOW}]})
         made.raise_for_status()
         secret = made.json()["key"]
         for scope in scopes:
@@ -57,6 +61,7 @@ def traffic(folder: str) -> tuple[ThreadProxy, Upstream]:
                 model = "gpt-4.1-mini" if number % 3 else "claude-haiku-4-5"
                 path = "/v1/chat/completions" if model.startswith("gpt") else "/v1/messages"
                 body = {"model": model, "max_tokens": cap, "messages": [{"role": "user", "content": "words " * 40}]}
+                time.sleep(PACE_S)
                 httpx.post(proxy.url + path, json=body, timeout=60,
                            headers={"authorization": f"Bearer {secret}", "x-bamasc-task": scope,
                                     "anthropic-version": "2023-06-01"} if not model.startswith("gpt") else
@@ -75,7 +80,7 @@ def shoot(out: str) -> None:
             report = os.path.join(folder, "report.html")
             os.chdir(folder)  # the page names the trace as given: proxy.jsonl
             assert main(["report", os.path.basename(proxy.ledger.trace.path), "-o", report, "--total-budget", "60000",
-                         "--title", "bamasc spend report: a proxy's day"]) == 0
+                         "--title", "bamasc spend report: a proxy's minute"]) == 0
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH, headless=True)
                 page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -36,8 +36,9 @@ Only volatile text is normalised (`normalise`), nothing else:
 - the random per-run prefix of trace reservation ids (`"id": "5a40ec39.3"`)
   becomes `<run1>`, `<run2>`, ... in order of first appearance in the text
   (so the lines of different runs stay apart; the counter after the dot is kept);
-- `"latency_ms": 0.061` (wall-clock time) becomes `"latency_ms": "<ms>"`, and a
-  task's `"elapsed_s": 0.004` becomes `"elapsed_s": "<s>"`.
+- `"latency_ms": 0.061` (wall-clock time) becomes `"latency_ms": "<ms>"`, a
+  task's `"elapsed_s": 0.004` becomes `"elapsed_s": "<s>"`, and a trace line's
+  `"at": 1796083200.123` (when it was written) becomes `"at": "<at>"`.
 
 Cases marked `argparse` print text that argparse words (usage lines, help,
 its own error messages); that wording changes between Python versions, so
@@ -331,6 +332,7 @@ def golden_path(group: Group, case: Case) -> Path:
 _RESERVATION_ID = re.compile(r'("id": ")([0-9a-f]{8})(\.\d+")')
 _LATENCY = re.compile(r'("latency_ms": )-?[0-9][0-9.e+-]*')
 _ELAPSED = re.compile(r'("elapsed_s": )-?[0-9][0-9.e+-]*')
+_AT = re.compile(r'("at": )[0-9][0-9.e+-]*')
 
 
 def normalise(text: str, work: str) -> str:
@@ -347,6 +349,7 @@ def normalise(text: str, work: str) -> str:
 
     text = _RESERVATION_ID.sub(run, text)
     text = _ELAPSED.sub(r'\1"<s>"', text)
+    text = _AT.sub(r'\1"<at>"', text)
     return _LATENCY.sub(r'\1"<ms>"', text)
 
 

@@ -163,13 +163,14 @@ class Session:
         return None if found is None else thread_state(found)
 
     async def run(self, task: str, *, budget: float | None = None, deadline: float | None = None,
-                  task_id: str | None = None) -> Result:
+                  task_id: str | None = None, key: str | None = None, team: str | None = None) -> Result:
         """Run one task under the plan's budget (or a tighter `budget`, µ$, and `deadline`, s) and the
-        session's total: its worst case is held from the total before it starts."""
-        return await self._run(task, budget, deadline, task_id, None)
+        session's total: its worst case is held from the total before it starts. `key` and `team` name who
+        sent it (a client key of `bamasc serve`); its task line records them."""
+        return await self._run(task, budget, deadline, task_id, None, _sender(key, team))
 
     async def _run(self, task: str, budget: float | None, deadline: float | None, task_id: str | None,
-                   thread_id: str | None) -> Result:
+                   thread_id: str | None, sender: dict[str, str] | None = None) -> Result:
         from bamasc.runtime.execute import Task as RuntimeTask
         from bamasc.runtime.workers import Batch, run_one
 
@@ -193,12 +194,15 @@ class Session:
             (chosen,) = options.selector([task])
         self._ids.add(task_id)
         self.in_flight += 1
+        if sender:
+            batch.trace.labels[task_id] = sender
         try:
             async with self._turns:
                 with translated_errors():
                     outcome = await run_one(batch, RunTask(task_id, task, thread_id), chosen)
         finally:
             self.in_flight -= 1
+            batch.trace.labels.pop(task_id, None)
         result = self._collector.result(outcome)
         self.statuses[result.status] += 1
         return result
@@ -244,10 +248,11 @@ class Thread:
         return f"<bamasc.Thread {self.id[:80]!r}>"
 
     async def run(self, task: str, *, budget: float | None = None, deadline: float | None = None,
-                  task_id: str | None = None) -> Result:
+                  task_id: str | None = None, key: str | None = None, team: str | None = None) -> Result:
         """Run the thread's next turn (after any turn of it still running). Its worst case (at most `budget`, µ$)
-        is reserved from what the thread has left; one that does not fit ends `thread_exhausted`, spending nothing."""
-        return await self.session._run(task, budget, deadline, task_id, self.id)
+        is reserved from what the thread has left; one that does not fit ends `thread_exhausted`, spending nothing.
+        `key` and `team`: as for `Session.run`."""
+        return await self.session._run(task, budget, deadline, task_id, self.id, _sender(key, team))
 
     @property
     def state(self) -> ThreadState:
@@ -255,6 +260,14 @@ class Thread:
         found = self.session.thread_state(self.id)
         assert found is not None  # opened by session.thread
         return found
+
+
+def _sender(key: str | None, team: str | None) -> dict[str, str]:
+    """The fields a task's line records of who sent it."""
+    for name, value in (("key", key), ("team", team)):
+        if value is not None and not isinstance(value, str):
+            raise errors.UsageError(f"{name} must be a str, not {type(value).__name__}")
+    return {name: value for name, value in (("key", key), ("team", team)) if value is not None}
 
 
 def thread_state(thread: Any) -> ThreadState:

@@ -90,20 +90,58 @@
                         yaxis: {automargin: true, autorange: "reversed"}}));
   }
 
-  function charts(summary) {
+  // A trace's time (Unix seconds) as Plotly reads a date: UTC, to the millisecond.
+  function when(seconds) {
+    return new Date(seconds * 1000).toISOString().replace("T", " ").replace("Z", "");
+  }
+
+  const WINDOW_COLORS = ["#1f6feb", "#cf222e", "#2da44e", "#8250df", "#bf8700", "#0a7a6a", "#57606a", "#d1242f"];
+
+  function timeline(summary) {
     const line = summary.timeline;
+    const timed = line.axis === "time";
+    const x = timed ? line.x.map(when) : line.x;
     const traces = [
-      {type: "scatter", mode: "lines", name: "spent", x: line.line, y: line.spent, line: {color: "#1f6feb"}},
-      {type: "scatter", mode: "lines", name: "budgets granted", x: line.line, y: line.granted,
-       line: {color: "#9a6700", dash: "dash"}},
+      {type: "scatter", mode: "lines", name: "spent", x: x, y: line.spent, line: {color: "#1f6feb", shape: "hv"}},
+      {type: "scatter", mode: "lines", name: "budgets granted", x: x, y: line.granted,
+       line: {color: "#9a6700", dash: "dash", shape: "hv"}},
     ];
     const live = summary.live || {};
-    if (live.total !== null && live.total !== undefined && line.line.length) {
-      traces.push({type: "scatter", mode: "lines", name: "total budget", x: [line.line[0], line.line[line.line.length - 1]],
+    if (live.total !== null && live.total !== undefined && x.length) {
+      traces.push({type: "scatter", mode: "lines", name: "total budget", x: [x[0], x[x.length - 1]],
                    y: [live.total, live.total], line: {color: "#cf222e", dash: "dot"}});
     }
-    draw("chart-timeline", traces, layout("Spend over the trace, line by line, against the budgets",
-                                          {xaxis: {title: {text: "money line of the trace"}}, yaxis: {title: {text: "µ$"}}}));
+    const chart = document.getElementById("chart-timeline");
+    if (chart) chart.setAttribute("data-axis", line.axis);
+    draw("chart-timeline", traces, layout(timed ? "Spend over time against the budgets"
+                                                : "Spend over the trace, line by line, against the budgets",
+      {xaxis: timed ? {type: "date", title: {text: "time (UTC)"}} : {title: {text: "money line of the trace"}},
+       yaxis: {title: {text: "µ$"}}}));
+    document.getElementById("timeline-note").textContent = line.note || "";
+    const windows = summary.windows.filter((window) => window.x.length);
+    const section = document.getElementById("windows-over-time");
+    section.hidden = windows.length === 0;
+    if (!windows.length) return;
+    const lines = [];
+    windows.forEach((window, index) => {
+      const color = WINDOW_COLORS[index % WINDOW_COLORS.length];
+      const start = window.start !== null && window.start <= window.x[0] ? [window.start] : [];
+      lines.push({type: "scatter", mode: "lines", name: label(window.level), legendgroup: String(index),
+                  x: start.concat(window.x).map(when), y: start.map(() => 0).concat(window.y),
+                  line: {color: color, shape: "hv"}, hovertemplate: "%{x}: %{y:.2f} µ$<extra>" + label(window.level) + "</extra>"});
+      if (window.budget !== null && window.start !== null) {
+        lines.push({type: "scatter", mode: "lines", name: label(window.level) + " limit", legendgroup: String(index),
+                    showlegend: false, x: [when(window.start), when(window.end)], y: [window.budget, window.budget],
+                    line: {color: color, dash: "dot"}, hovertemplate: "limit %{y:.2f} µ$<extra>" + label(window.level) + "</extra>"});
+      }
+    });
+    draw("chart-windows", lines, layout("Spend in each key and team window against its limit (dotted)",
+      {height: 360, xaxis: {type: "date", title: {text: "time (UTC)"}}, yaxis: {title: {text: "µ$"}},
+       legend: {orientation: "h", y: -0.25}}));
+  }
+
+  function charts(summary) {
+    timeline(summary);
     const ratios = summary.ratios;
     const names = [];
     for (let bin = 0; bin < ratios.bins; bin++) names.push(Math.round(100 * bin / ratios.bins) + "–" + Math.round(100 * (bin + 1) / ratios.bins) + "%");
@@ -145,7 +183,7 @@
         el("details", {}, el("summary", {}, task.calls.length + " calls"), callTable(task.calls)))));
     }
     document.getElementById(id).replaceChildren(tasks.length ? el("table", {}, head, ...rows)
-      : el("p", {}, "No task to list (a proxy's trace records no times)."));
+      : el("p", {}, "No task to list (a proxy's trace records no durations)."));
   }
 
   function refusals(summary) {

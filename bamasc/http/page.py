@@ -72,7 +72,9 @@ def _body(title: str) -> str:
 <button type="submit">Show</button></form></header>
 <main>
 <section><h2>Totals</h2><div id="totals" class="cards"></div><p id="statuses"></p></section>
-<section><h2>Spend over time</h2><div id="chart-timeline" class="chart"></div></section>
+<section><h2>Spend over time</h2><div id="chart-timeline" class="chart"></div><p id="timeline-note" class="note"></p>
+</section>
+<section id="windows-over-time" hidden><h2>Windows over time</h2><div id="chart-windows" class="chart"></div></section>
 <section><h2>Cost against the bound</h2><div id="chart-ratios" class="chart"></div></section>
 <section class="pair"><div id="chart-model" class="chart"></div><div id="chart-template" class="chart"></div></section>
 <section class="pair"><div id="chart-key" class="chart"></div><div id="chart-team" class="chart"></div></section>
@@ -96,6 +98,7 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { border-bottom: 1px solid #d0d7de; padding: 3px 6px; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; } td.id, td.why { word-break: break-all; }
 tr.refused td { color: #cf222e; } tr.detail td { border-bottom: none; padding-left: 24px; }
+p.note { color: #57606a; font-size: 12px; margin: 4px 0; }
 table.calls { font-size: 12px; } .problem { color: #cf222e; } #state { color: #57606a; }
 """
 

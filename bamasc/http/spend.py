@@ -8,24 +8,25 @@ its call and tool lines' `charged`; a reservation without its call line is
 `held` (in flight, or open for good where a run died: the ledger then counts
 it in full); a skipped call line is a refused call, with its `error` as why.
 Fields the book does not know are ignored, so a later trace field changes
-nothing here. A `TraceFollower` reads a trace that a server is still writing,
-a complete line at a time.
+nothing here. Spend over time is drawn on the lines' clock (`at`;
+bamasc/http/timeline.py). A `TraceFollower` reads a trace that a server is
+still writing, a complete line at a time.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
+import time
 
+from bamasc.http.timeline import MoneyEvent, TraceClock, stamp_problem, timeline, window_lines
 from bamasc.rows import RowError, parse_line
 from bamasc.words import show
 
-LINE_TYPES = ("reserve", "call", "tool", "task", "budget")
+LINE_TYPES = ("reserve", "call", "tool", "task", "budget", "turn")
 SHOWN_TASKS = 10  # the dearest and the slowest tasks listed, each with its calls
 SHOWN_REFUSALS = 500  # refused calls listed, the latest kept (every one is counted)
-TIMELINE_POINTS = 1500  # points of the spend-over-time line (a long trace is thinned, its last point kept)
 RATIO_BINS = 20  # bins of cost / bound from 0 to 1; one more holds every task past its bound
 _CALLS_KEPT = 50  # calls kept per task for the listings
 
@@ -73,7 +74,7 @@ class _Task:
     @property
     def seconds(self) -> float | None:
         """Its wall time: the task line's `elapsed_s`, else the sum of its attempts' latencies; None when the trace
-        records neither (a proxy's lines carry no times)."""
+        records neither (a proxy's lines carry no durations)."""
         if self.elapsed_s is not None:
             return float(self.elapsed_s)
         return self.latency_ms / 1000 if self.timed else None
@@ -85,10 +86,13 @@ class SpendBook:
     def __init__(self) -> None:
         self.tasks: dict[tuple[str, str], _Task] = {}
         self.open: dict[tuple[str, str], tuple[_Task, float, tuple[str, ...]]] = {}  # reservations in flight
-        self.events: list[tuple[_Task, float, float]] = []  # (task, charged, budget granted) per money line, in order
+        self.events: list[MoneyEvent] = []  # each line that moved money or granted a budget, in the traces' order
+        self.clock = TraceClock()
         self.refusals: list[tuple[_Task, dict]] = []
         self.levels: dict[str, float] = {}  # a key's or team's window counter -> its charges
+        self.level_budgets: dict[str, float] = {}  # a window counter -> its limit, as its latest reserve line says
         self.sources: list[str] = []
+        self.ignored_stamps = 0  # lines whose `at` was not a time, read as if they had none (TraceFollower)
 
     def _task(self, source: str, task_id: str) -> _Task:
         task = self.tasks.get((source, task_id))
@@ -101,12 +105,16 @@ class SpendBook:
         if source not in self.sources:
             self.sources.append(source)
         kind = record["type"]
+        at = record.get("at")
+        self.clock.seen(source, at)
+        if kind == "turn":  # a thread's turn about to start: its task's lines say the rest
+            return
         task = self._task(source, record["task_id"])
         if "node" in record or kind == "task":
             task.ran = True
         elif task.key is None and " " in task.task_id:
             task.key = task.task_id.split(" ", 1)[0]  # a proxy key's scope is `<key> <scope>` (proxy/access.py)
-        granted = 0.0
+        granted, settled_in = 0.0, ()
         if kind in ("reserve", "budget") and _amount(record.get("budget")):
             granted = self._grant(task, float(record["budget"]))
         if kind == "reserve":
@@ -114,10 +122,16 @@ class SpendBook:
             for level in levels:
                 if level.startswith("team:"):
                     task.team = level.split(":")[1]
+            for level, limit in zip(record.get("levels") or (), record.get("level_budgets") or ()):
+                if isinstance(level, str):
+                    self.level_budgets[level] = float(limit)
             self.open[(source, record["id"])] = (task, float(record["reserved"]), levels)
         elif kind in ("call", "tool"):
-            self._settled(task, record, source)
+            settled_in = self._settled(task, record, source)
         elif kind == "task":
+            # serve names the client key (and its team) that sent a task, so a key finds its tasks after a restart
+            task.key = _text(record.get("key")) or task.key
+            task.team = _text(record.get("team")) or task.team
             task.status = record.get("status") if isinstance(record.get("status"), str) else "unknown"
             task.template = _text(record.get("template"))
             task.bound = float(record["bound"]) if _amount(record.get("bound")) else task.bound
@@ -126,7 +140,7 @@ class SpendBook:
                 granted = self._grant(task, float(record["budget"]), latest=True)
         charged = float(record["charged"]) if kind in ("call", "tool") else 0.0
         if charged or granted:
-            self.events.append((task, charged, granted))
+            self.events.append(self.clock.event(source, MoneyEvent(task, charged, granted, settled_in, at)))
 
     @staticmethod
     def _grant(task: _Task, budget: float, latest: bool = False) -> float:
@@ -136,10 +150,12 @@ class SpendBook:
         task.budget = budget if task.budget is None or latest else min(task.budget, budget)
         return task.budget - before
 
-    def _settled(self, task: _Task, record: dict, source: str) -> None:
+    def _settled(self, task: _Task, record: dict, source: str) -> tuple[str, ...]:
+        """Fold a call or tool line; returns the window counters its charge went to."""
         charged = float(record["charged"])
         held = self.open.pop((source, record.get("id")), None) if record.get("id") is not None else None
-        for level in held[2] if held else ():
+        levels = held[2] if held else ()
+        for level in levels:
             self.levels[level] = self.levels.get(level, 0.0) + charged
         task.spent += charged
         error = _text(record.get("error"))
@@ -166,6 +182,7 @@ class SpendBook:
             task.by_what[spot] = task.by_what.get(spot, 0.0) + charged
         if len(task.calls) > _CALLS_KEPT:
             del task.calls[: len(task.calls) - _CALLS_KEPT]
+        return levels
 
     def summary(self, visible=None, live: dict | None = None) -> dict:
         """Everything the page draws, for the tasks `visible(task_row)` lets through (None: every one)."""
@@ -184,10 +201,10 @@ class SpendBook:
             "tasks": sum(statuses.values()), "scopes": sum(scopes.values()),
             "tasks_by_status": statuses, "scopes_by_status": scopes,
         }
+        events = self.events if visible is None else [event for event in self.events if id(event.task) in chosen]
         return {
             "sources": self.sources, "totals": totals, "live": live,
-            "timeline": _timeline(self.events if visible is None else
-                                  [event for event in self.events if id(event[0]) in chosen]),
+            "timeline": timeline(events, self.ignored_stamps),
             "ratios": _ratios(tasks),
             "by_model": _spend_by(tasks, "call"),
             "by_tool": _spend_by(tasks, "tool"),
@@ -195,7 +212,7 @@ class SpendBook:
                                  for task in tasks),
             "by_key": _sums((task.key, task.spent) for task in tasks if task.key),
             "by_team": _sums((task.team, task.spent) for task in tasks if task.team),
-            "windows": self._windows(tasks),
+            "windows": window_lines(self._windows(tasks), self.level_budgets, self.events),
             "dearest": [task.row() for task in sorted(tasks, key=lambda task: -task.spent)[:SHOWN_TASKS]],
             "slowest": [task.row() for task in sorted((task for task in tasks if task.seconds is not None),
                                                       key=lambda task: -task.seconds)[:SHOWN_TASKS]],
@@ -204,10 +221,10 @@ class SpendBook:
                          for task, call in refusals[-SHOWN_REFUSALS:]],
         }
 
-    def _windows(self, tasks: list[_Task]) -> list[dict]:
+    def _windows(self, tasks: list[_Task]) -> list[tuple[str, float]]:
         """Spend per key and team window (`key:NAME:1d@...`) of the visible tasks' keys and teams."""
         names = {f"key:{task.key}" for task in tasks if task.key} | {f"team:{task.team}" for task in tasks if task.team}
-        return [{"level": level, "spent": round(spent, 6)} for level, spent in sorted(self.levels.items())
+        return [(level, spent) for level, spent in sorted(self.levels.items())
                 if ":".join(level.split(":")[:2]) in names]
 
 
@@ -227,18 +244,6 @@ def _sums(pairs) -> dict[str, float]:
 
 def _spend_by(tasks: list[_Task], kind: str) -> dict[str, float]:
     return _sums((name, amount) for task in tasks for (line, name), amount in task.by_what.items() if line == kind)
-
-
-def _timeline(events: list[tuple[_Task, float, float]]) -> dict:
-    """Spend and budgets granted, cumulative, after each money line (thinned to TIMELINE_POINTS)."""
-    spent = list(itertools.accumulate(event[1] for event in events))
-    granted = list(itertools.accumulate(event[2] for event in events))
-    step = max(1, math.ceil(len(events) / TIMELINE_POINTS))
-    kept = list(range(0, len(events), step))
-    if events and kept[-1] != len(events) - 1:
-        kept.append(len(events) - 1)
-    return {"line": [index + 1 for index in kept], "spent": [round(spent[index], 6) for index in kept],
-            "granted": [round(granted[index], 6) for index in kept]}
 
 
 def _ratios(tasks: list[_Task]) -> dict:
@@ -284,6 +289,9 @@ def check_record(record: object) -> str | None:
         value = record.get(field)
         if value is not None and not _amount(value):
             return f"{kind} line with {field} = {show(value)}, not a number of 0 or more"
+    limits = record.get("level_budgets")
+    if limits is not None and not (isinstance(limits, list) and all(_amount(limit) for limit in limits)):
+        return f"{kind} line with level_budgets = {show(limits)}, not a list of amounts in µ$"
     return None
 
 
@@ -295,11 +303,15 @@ def read_trace(book: SpendBook, path: str, source: str | None = None) -> int:
     except OSError as problem:
         raise TraceLineError(f"{path}: cannot read the trace: {problem.strerror or problem}") from None
     count = 0
+    now = time.time()
     with handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             record, problem = _parsed(line)
+            if problem is None:
+                problem = stamp_problem(record.get("at"), now)
+                problem = problem and f"{record['type']} line with {problem}"
             if problem is not None:
                 if not line.endswith(b"\n") and record is None:
                     break  # the half-written last line of a run that was killed
@@ -334,7 +346,8 @@ class TraceFollower:
 
     A line that is not a record is counted in `bad` and skipped (the server's
     own writer wrote it, so only someone who edited the file could have), and
-    the page says how many.
+    the page says how many. A line whose `at` is not a time keeps its money:
+    it is read as a line without one, and the page counts it.
     """
 
     def __init__(self, path: str | None, source: str = "") -> None:
@@ -354,6 +367,9 @@ class TraceFollower:
             if line.strip():
                 record, problem = _parsed(line)
                 if problem is None:
+                    if stamp_problem(record.get("at"), time.time()) is not None:
+                        record = {name: value for name, value in record.items() if name != "at"}
+                        self.book.ignored_stamps += 1
                     self.book.add(record, self.source)
                 else:
                     self.bad += 1

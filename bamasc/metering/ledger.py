@@ -95,6 +95,14 @@ def distinct(levels: tuple[Level, ...]) -> tuple[Level, ...]:
     return tuple(kept.values())
 
 
+def level_fields(levels: tuple[Level, ...]) -> dict:
+    """A reserve line's `levels` (the counters it holds in) and `level_budgets` (each one's budget, µ$, in the
+    same order, so a report can draw a window against its limit); nothing when there are none."""
+    if not levels:
+        return {}
+    return {"levels": [level.name for level in levels], "level_budgets": [level.budget for level in levels]}
+
+
 def tightest(left: float, levels: tuple[Level, ...], spent: list[float]) -> tuple[float, int | None]:
     """The least of `left` and each level's room (its budget less `spent`), and which level it is (None: none)."""
     binding = None
@@ -252,7 +260,7 @@ class LocalLedger:
         if self.trace is not None:
             hold_id = self.trace.reserve({"task_id": name, "model": model, "reserved": round(amount, 6),
                                           "budget": scope.budget, "max_tokens": tokens,
-                                          **({"levels": list(names)} if names else {})})
+                                          **level_fields(levels)})
         return Hold(hold_id, name, model, tokens, amount, names)
 
     async def close(self, hold: Hold, charged: float, record: dict, overbilled: str | None = None) -> None:

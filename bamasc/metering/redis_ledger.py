@@ -23,7 +23,7 @@ import json
 import os
 
 from bamasc.metering.afford import Cost
-from bamasc.metering.ledger import Hold, Level, closed, distinct, level_view, line_limit, refusal, short_of, tighter, trace_lines
+from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, level_view, line_limit, refusal, short_of, tighter, trace_lines
 from bamasc.metering.refusals import LedgerLost
 from bamasc.records import record
 
@@ -338,7 +338,7 @@ class RedisLedger:
         if self.trace is not None:
             hold_id = self.trace.reserve({"task_id": name, "model": model, "reserved": round(amount, 6),
                                           "budget": budget, "max_tokens": tokens, "epoch": self.epoch,
-                                          **({"levels": list(names)} if names else {})})
+                                          **level_fields(levels)})
         return Hold(hold_id, name, model, tokens, amount, names)
 
     async def close(self, hold: Hold, charged: float, record: dict, overbilled: str | None = None) -> None:

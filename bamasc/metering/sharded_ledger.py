@@ -42,7 +42,7 @@ import time
 import zlib
 
 from bamasc.metering.afford import Cost
-from bamasc.metering.ledger import Hold, Level, closed, distinct, level_view, refusal, short_of
+from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, level_view, refusal, short_of
 from bamasc.metering.redis_ledger import LEVEL_TTL_S, LedgerMismatch, RedisLedger, lost_runs
 from bamasc.metering.refusals import LedgerLost, ShortOfTotal
 from bamasc.metering.shards import (CLOSE_SCRIPT, FOLD_SCRIPT, LEASE_SCRIPT, OPEN_SCRIPT, READ_SCRIPT, RESERVE_SCRIPT,
@@ -341,7 +341,7 @@ class ShardedLedger:
         if self.trace is not None:
             hold_id = self.trace.reserve({"task_id": name, "model": model, "reserved": round(amount, 6),
                                           "budget": budget, "max_tokens": tokens, "epoch": self.epoch,
-                                          **({"levels": list(names)} if names else {})})
+                                          **level_fields(levels)})
         return Hold(hold_id, name, model, tokens, amount, ("total",) * (self.total is not None) + names)
 
     async def close(self, hold: Hold, charged: float, record: dict, overbilled: str | None = None) -> None:

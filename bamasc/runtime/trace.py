@@ -12,6 +12,10 @@ continues a task from that sum. `bamasc proxy` also writes a `budget` line
 when a scope's budget is set or tightened, and a thread's turn a `turn` line
 before it starts (runtime/threads.py); neither moves money.
 
+Every line says when it was written: `at`, Unix seconds (UTC) to the
+millisecond, from the writer's clock. Readers of money ignore it (an older
+trace has none); the spend report draws its time axis from it.
+
 Each line is written whole and flushed; a line cut short by a crash is the
 last one, and is dropped before anything is appended.
 """
@@ -22,6 +26,7 @@ import itertools
 import json
 import math
 import os
+import time
 
 from bamasc.metering.admission import model_names, reply_names
 from bamasc.rows import RowError, drop_torn_line, parse_line
@@ -36,9 +41,11 @@ class TraceError(ValueError):
 
 
 class TraceWriter:
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, clock=time.time):
         self.path = path
         self.handle = None
+        self.clock = clock  # Unix seconds: each line's `at`
+        self.labels: dict[str, dict] = {}  # task id -> what its task lines also record (serve: the key that sent it)
         # Reservation ids only need to be unique within one trace: a run's
         # random prefix keeps them apart from other runs appending to it.
         self._run = os.urandom(4).hex()
@@ -54,7 +61,10 @@ class TraceWriter:
 
     def _write(self, record: dict) -> None:
         if self.handle is not None:
-            self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            stamp = round(self.clock(), 3)
+            line = {"type": record["type"], "at": stamp, **record}
+            line["at"] = stamp  # the writer's clock, whatever the record said
+            self.handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             self.handle.flush()
 
     def reserve(self, record: dict) -> str:
@@ -70,7 +80,7 @@ class TraceWriter:
         self._write({"type": "tool", **_redacted(record)})
 
     def task(self, record: dict) -> None:
-        self._write({"type": "task", **_redacted(record)})
+        self._write({"type": "task", **_redacted(record), **self.labels.get(record.get("task_id"), {})})
 
     def turn(self, record: dict) -> None:
         """Record a thread's turn about to start (no money moves): its thread, number and text, for a restart."""

@@ -23,6 +23,7 @@ from starlette.routing import Route
 from bamasc.api.errors import BamError, UsageError
 from bamasc.metering.refusals import Refused
 from bamasc.serve.lookup import task_from_trace
+from bamasc.serve.keys import sender
 from bamasc.http.metrics import BUSY, CONTENT_TYPE
 from bamasc.serve.metrics import scrape, serve_metrics
 from bamasc.serve.openapi import openapi_document
@@ -169,7 +170,8 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
                 raise Problem(503 if refused.limit == "ledger" else 402, refused.error or refused.limit) from None
         tasks.put(task_id, {"task_id": task_id, "status": "running"})
         try:
-            result = await runner.run(text, budget=budget, deadline=deadline, task_id=task_id)
+            result = await runner.run(text, budget=budget, deadline=deadline, task_id=task_id,
+                                      **sender(request.state.key))
         except BaseException:
             tasks.items.pop(task_id, None)
             if hold is not None:
@@ -221,8 +223,9 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         live = {"total": state.total, "left": None if state.left is None else round(state.left, 6)}
         if key is None:
             return await spend.summary(None, live)
-        # A task is the key's before its first trace line: a view kept until the trace grows is still the key's.
-        return await spend.summary(lambda task: owners.get(task.task_id) == key.name, {"key": key.name},
+        # A task is the key's before its first trace line (`owners`), and from its task line (which names its key)
+        # on, also after a restart; a view kept until the trace grows is still the key's.
+        return await spend.summary(lambda task: owners.get(task.task_id, task.key) == key.name, {"key": key.name},
                                    view=f"key {key.name}")
 
     async def openapi(request: Request) -> Response:

@@ -33,3 +33,12 @@ class KeyGate:
         charged = hold.amount if cost is None else min(cost, hold.amount)
         await self.ledger.close(hold, charged, {"outcome": "settled" if cost is not None else "kept"})
         return charged
+
+
+def sender(found: tuple[KeyPolicy, TeamPolicy | None] | None) -> dict[str, str]:
+    """What a task's trace line records of the client key that sent it (`key`, `team`): a restarted server's
+    /ui still shows the key its tasks. Nothing for the token's holder."""
+    if found is None:
+        return {}
+    key, team = found
+    return {"key": key.name, **({"team": team.name} if team is not None else {})}

@@ -111,7 +111,8 @@ def test_run_matches_exec_line_for_line(solver, tmp_path):
     assert done.returncode == 0, done.stderr
 
     def comparable(path: str) -> list[dict]:
-        return [{k: v for k, v in line.items() if k not in ("id", "latency_ms", "elapsed_s")} for line in _lines(path)]
+        return [{k: v for k, v in line.items() if k not in ("id", "latency_ms", "elapsed_s", "at")}
+                for line in _lines(path)]
 
     assert comparable(str(tmp_path / "api.jsonl")) == comparable(str(tmp_path / "cli.jsonl"))
     task_line = _lines(str(tmp_path / "api.jsonl"))[-1]

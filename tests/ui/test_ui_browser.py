@@ -141,6 +141,19 @@ def test_the_report_of_an_exec_trace(browser, exec_trace, tmp_path):
     checked = check_report(browser, tmp_path, exec_trace)
     assert checked.page.locator("#dearest tr.task").count() > 0
     assert checked.page.locator("#chart-timeline .main-svg").count() > 0  # Plotly drew
+    assert checked.page.get_attribute("#chart-timeline", "data-axis") == "time"
+    assert "time (UTC)" in checked.page.locator("#chart-timeline").inner_text()
+    assert checked.page.text_content("#timeline-note") == ""
+    assert checked.close() == []
+
+
+def test_the_report_of_a_trace_without_times_draws_line_order_and_says_so(browser, exec_trace, tmp_path):
+    older = tmp_path / "older.jsonl"  # the same trace as a bamasc before `at` wrote it
+    older.write_text("".join(json.dumps({name: value for name, value in json.loads(line).items() if name != "at"}) + "\n"
+                             for line in open(exec_trace, encoding="utf-8")), encoding="utf-8")
+    checked = check_report(browser, tmp_path, str(older))
+    assert checked.page.get_attribute("#chart-timeline", "data-axis") == "line"
+    assert "records no times" in checked.page.text_content("#timeline-note")
     assert checked.close() == []
 
 
@@ -200,9 +213,9 @@ def proxied(tmp_path_factory):
     proxy = off_the_loop(ThreadProxy, str(config), trace=str(folder / "proxy.jsonl"), admin=ADMIN, keys=str(folder / "keys.jsonl"))
     try:
         keys = {}
-        for name, ceiling in (("alpha", 100_000), ("beta", 150)):
+        for name, ceiling, budgets in (("alpha", 100_000, [{"amount": 1_000_000, "per": "1d"}]), ("beta", 150, [])):
             made = httpx.post(f"{proxy.url}/v1/admin/keys", headers={"authorization": f"Bearer {ADMIN}"},
-                              json={"name": name, "scope_budget": ceiling}, timeout=30)
+                              json={"name": name, "scope_budget": ceiling, "budgets": budgets}, timeout=30)
             assert made.status_code == 201, made.text
             keys[name] = made.json()["key"]
         for key, scope in ((keys["alpha"], "ticket-1"), (keys["alpha"], "ticket-2"), (keys["beta"], EVIL_SCOPE)):
@@ -230,6 +243,9 @@ def test_ui_on_the_proxy_shows_the_admin_everything_and_escapes_trace_text(brows
     assert EVIL_SCOPE in checked.page.locator("#refusals").inner_text()  # shown as text...
     assert checked.page.evaluate("window.__pwned") is None  # ...and never run
     assert checked.page.locator("img").count() == 0
+    # alpha's day window, over time against its limit
+    assert checked.page.locator("#windows-over-time:not([hidden]) #chart-windows .main-svg").count() > 0
+    assert "key:alpha:1d@" in checked.page.locator("#chart-windows").inner_text()
     assert checked.close() == []
 
 

@@ -73,3 +73,49 @@ def test_a_key_sees_only_the_tasks_it_sent(tmp_path):
     assert shell.status_code == 200  # the page's shell holds no data
     assert not any(task_id in shell.text for ids in sent.values() for task_id in ids)
     assert "connect-src 'self'" in shell.headers["content-security-policy"]
+
+
+def test_a_key_still_sees_its_tasks_after_a_restart(tmp_path):
+    """serve's task lines name the key that sent each task, so a restarted server (whose memory of who sent what
+    is gone) shows a key the tasks it sent before, and no other key's."""
+    server = RedisServer(tmp_path)
+    plan = bamasc.Plan.load(compiled_plan(str(tmp_path)))
+    trace = tmp_path / "trace.jsonl"
+
+    async def main():
+        fleet = RedisLedger(server.url, None, create=True)
+        await fleet.open()
+        store = RedisKeyStore(fleet)
+        secrets = {name: await store.add_key(KeyPolicy(name, None, 1500.0)) for name in ("desk", "lab")}
+        sent: dict[str, set] = {}
+        views = {}
+        for life in ("before", "after"):
+            gate = KeyGate(RedisKeyStore(fleet), fleet, time.time)
+            async with plan.session(trace=str(trace), provider=bamasc.providers.fake("echo")) as session:
+                app = build_app(plan, session, TOKEN.encode(), Limits(), gate=gate)
+                async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+                    if life == "before":
+                        for name in secrets:
+                            reply = await client.post("/v1/tasks", headers={"Authorization": f"Bearer {secrets[name]}"},
+                                                      json={"task": f"What is {len(name)} + 4?"})
+                            assert reply.status_code == 200, reply.text
+                            sent.setdefault(name, set()).add(reply.json()["task_id"])
+                    else:
+                        views = {name: (await client.get("/ui/summary.json",
+                                                         headers={"Authorization": f"Bearer {secret}"})).json()
+                                 for name, secret in secrets.items()}
+        return sent, views
+
+    try:
+        sent, views = asyncio.run(main())
+    finally:
+        server.kill()
+    records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert {record["task_id"]: record.get("key") for record in records if record["type"] == "task"} == {
+        task_id: name for name, ids in sent.items() for task_id in ids}
+    for name, view in views.items():
+        assert {task["task_id"] for task in view["dearest"]} == sent[name]
+        assert all(task["key"] == name for task in view["dearest"])
+        other = next(other for other in sent if other != name)
+        assert not any(task_id in json.dumps(view) for task_id in sent[other])
+        assert view["timeline"]["axis"] == "time"  # serve's lines carry their time
