@@ -12,7 +12,8 @@ was sent with (or the fallback's `max_output`, where smaller) at its output
 rate (metering/afford.py: `worst_case`, `within`). A fallback dearer than that
 is passed over for the next one. The one chosen gets the retry policy's
 attempts of its own, each admitted by the same chain as any attempt (the
-deadline, the budget guard, its provider key's pace), so each reserves afresh
+deadline, the budget guard, its provider key's pace; under a deadline, a
+fallback that declares no latency is passed over), so each reserves afresh
 from the task's budget, as a retry does, and holds no more than the seat's
 model held. When its last attempt fails the same way, the next fallback that
 fits is tried; a refusal of the request (4xx), a 429, a malformed reply, or
@@ -67,6 +68,9 @@ async def fall_back(run, failed: ModelFailed, request, node, role, provider, mes
         model = run.program.models[name]
         if name not in run.providers:
             tried.append(f"{name}: the run made no provider for it")
+            continue
+        if model.latency is None and run.clock.deadline is not None:
+            tried.append(f"{name}: it declares no latency, so no attempt on it can be timed against the deadline")
             continue
         backup = structured(run.providers[name], role.output_schema)
         cap = sent if model.max_output is None else min(sent, model.max_output)
