@@ -325,3 +325,31 @@ model {name} {{
 async def _close(providers):
     for provider in providers.values():
         await provider.aclose()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_round_of_a_tool_loop_falls_back_within_the_bound(tmp_path, seed):
+    import random
+
+    from tests.runtime.tool_templates import Lines, tools_source
+    from tests.runtime.tool_templates import compiled as tool_compiled
+    from tests.runtime.tool_templates import run_task as run_tools
+
+    module = f"fallback_tools_{seed}"
+    source_text, code = tools_source(random.Random(seed), module, chained=seed % 2 == 1)
+    program, system, template = tool_compiled(tmp_path, source_text, module, code)
+    models = dict(program.models)
+    for name in list(models):  # each seat model falls back on a twin of itself, served by another provider
+        models[f"{name}_twin"] = replace(models[name], name=f"{name}_twin", fallbacks=())
+        models[name] = replace(models[name], fallbacks=(f"{name}_twin",))
+    program = replace(program, models=models)
+    providers = {name: FakeProvider(name, mode="verbose", **(FAILING["server"] if not name.endswith("_twin") else {}))
+                 for name in models}
+    trace = Lines()
+    outcome, guard = run_tools(program, system, template, providers, template.worst_case_cost, trace=trace,
+                               base_dir=str(tmp_path))
+    calls = [line for line in trace.lines if line["type"] == "call"]
+    answered = [line for line in calls if line["error"] is None]
+    assert outcome.status == "ok", outcome.error  # never overbilled: each round's prompt bound holds on the twin
+    assert answered and all(line["model"].endswith("_twin") and line["fallback_from"] for line in answered)
+    assert outcome.cost <= template.worst_case_cost * (1 + 1e-9) and guard.held == pytest.approx(0, abs=1e-6)
