@@ -23,7 +23,9 @@ deadline refusal is never a provider failing: it stops the task, as ever.
 What the seat model's failed attempts were charged (a 500 keeps its hold,
 metering/replies.py) stays charged; the fallback's attempts are new holds on
 what the budget has left, so the task's budget caps it all, and no attempt
-on a fallback holds more than the plan's bound counted for the call.
+on a fallback holds more than the seat's model held for the call (which,
+for a task within the plan's assumed length, is at most what the plan's
+bound counts for the call's first attempt).
 """
 
 from __future__ import annotations
