@@ -289,3 +289,12 @@ class Program:
     tools: dict[str, Tool] = NO_TOOLS  # `tool` declarations by name
     teams: dict[str, Team] = NO_TEAMS  # `team` declarations by name (bamasc proxy's budgets)
     keys: dict[str, Key] = NO_KEYS  # `key` declarations by name (bamasc proxy's client keys)
+
+    def with_fallbacks(self, names) -> list[str]:
+        """`names` and every fallback each one names (those a run may call, and so must make providers for),
+        each once, sorted; a name the program does not declare is left as it is, for its caller to refuse."""
+        found = set(names)
+        for name in list(found):
+            model = self.models.get(name)
+            found.update(model.fallbacks if model is not None else ())
+        return sorted(found)

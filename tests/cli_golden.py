@@ -220,6 +220,15 @@ def _caps_group() -> Group:
     return group
 
 
+def _fallbacks_group() -> Group:
+    """A seat model's fallbacks as explain shows them, from the source and from its plan."""
+    group = Group("fallbacks", {"fallbacks.bam": INPUTS / "fallbacks.bam"})
+    group.add("explain", "explain", "fallbacks.bam")
+    group.add("compile-o", "compile", "fallbacks.bam", "-o", "plan.json", files=["plan.json"])
+    group.add("explain-plan", "explain", "plan.json")
+    return group
+
+
 def _errors_group() -> Group:
     group = Group(
         "errors",
@@ -316,7 +325,7 @@ def _help_group() -> Group:
 
 def groups() -> list[Group]:
     found = [_example_group(path.stem) for path in sorted(EXAMPLES.glob("*.bam"))]
-    return found + [_combinators_group(), _lint_group(), _caps_group(), _errors_group(), _evaluate_group(), _help_group()]
+    return found + [_combinators_group(), _lint_group(), _caps_group(), _fallbacks_group(), _errors_group(), _evaluate_group(), _help_group()]
 
 
 def all_cases() -> list[tuple[Group, Case]]:

@@ -43,7 +43,7 @@ class Attempt:
 
     __slots__ = ("request", "node", "model", "number", "prompt_tokens", "cap", "max_tokens", "timeout",
                  "policy_timeout", "deadline", "reservation", "waited", "reply", "usage", "rates", "charged", "error",
-                 "held_back", "sent_at", "round", "choices", "refused_by")
+                 "held_back", "sent_at", "round", "choices", "refused_by", "fallback")
 
     def __init__(self, request, node, model, number: int, prompt_tokens: int, cap: int, timeout: float,
                  round: int | None = None, choices: int = 1):
@@ -69,11 +69,16 @@ class Attempt:
         self.round = round  # a tool loop's round, 0 to R (runtime/tool_loop.py); None for a call without tools
         self.choices = choices  # completions it asks for, each billed its output (the proxy's OpenAI `n`)
         self.refused_by: str | None = None  # the `limit` of the refusal that stopped it (metering/refusals.py)
+        # On a fallback model (runtime/fallbacks.py): {"fallback_from": the seat's model, "fallback_reason": its
+        # last error, "fallback_skipped": fallbacks passed over as dearer than the call's reservation}; else None.
+        self.fallback: dict | None = None
 
     def again(self) -> Attempt:
         """The next attempt at the same call."""
-        return Attempt(self.request, self.node, self.model, self.number + 1, self.prompt_tokens, self.cap,
-                       self.policy_timeout, self.round, self.choices)
+        attempt = Attempt(self.request, self.node, self.model, self.number + 1, self.prompt_tokens, self.cap,
+                          self.policy_timeout, self.round, self.choices)
+        attempt.fallback = self.fallback
+        return attempt
 
     @property
     def latency(self) -> float:

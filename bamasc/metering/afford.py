@@ -10,7 +10,10 @@ words that close a task or a scope as `overbilled`.
 
 `exec`'s budget guard (metering/guard.py) and the proxy's ledgers
 (metering/ledger.py, metering/redis_ledger.py) both reserve with `afford`
-and settle with `bill`.
+and settle with `bill`. `worst_case` prices a call at a model's dearest rates
+for its prompt, and `within` says whether the whole of such a call fits in an
+amount already held: a fallback model is tried only where it does
+(runtime/fallbacks.py).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import math
 
 from bamasc.prices import Pricing, Rates, Usage
-from bamasc.records import record
+from bamasc.records import record, replace
 
 # A call that could emit fewer tokens than this is not worth making.
 MIN_USEFUL_TOKENS = 16
@@ -45,6 +48,19 @@ def afford(left: float, cost: Cost) -> tuple[int, float] | None:
     if tokens < min(cost.min_tokens, cost.requested):
         return None
     return tokens, cost.input_cost + per_token * tokens
+
+
+def worst_case(pricing: Pricing, prompt_tokens: int, max_tokens: int, min_tokens: int = MIN_USEFUL_TOKENS) -> Cost:
+    """The `Cost` of one call of at most `prompt_tokens` prompt tokens and `max_tokens` output tokens at the dearest
+    rates `pricing` could bill that prompt (the tier above when it could cross a threshold)."""
+    rates = pricing.worst_rates(prompt_tokens)
+    input_cost, _ = pricing.worst_cost(prompt_tokens, 0)
+    return Cost(input_cost, rates.output, 1, max_tokens, min_tokens)
+
+
+def within(held: float, cost: Cost) -> bool:
+    """Whether the whole of `cost`, its full output cap on every choice, fits in `held` µ$."""
+    return afford(held, replace(cost, min_tokens=cost.requested)) is not None
 
 
 @record

@@ -35,7 +35,7 @@ of the paper kit, docs/paper.md). It is never the default.
 
 from __future__ import annotations
 
-from bamasc.metering.afford import MIN_USEFUL_TOKENS, Cost, afford, bill
+from bamasc.metering.afford import MIN_USEFUL_TOKENS, afford, bill, worst_case
 from bamasc.prices import Pricing, Rates, Usage
 from bamasc.records import record
 
@@ -81,8 +81,7 @@ class BudgetGuard:
             return None
         pricing = model.prices()
         rates = pricing.worst_rates(prompt_tokens)
-        input_cost, _ = pricing.worst_cost(prompt_tokens, 0)
-        fit = afford(self.remaining, Cost(input_cost, rates.output, 1, max_tokens, self.min_useful_tokens))
+        fit = afford(self.remaining, worst_case(pricing, prompt_tokens, max_tokens, self.min_useful_tokens))
         if fit is None:
             return None
         tokens, amount = fit

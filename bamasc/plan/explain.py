@@ -235,6 +235,7 @@ def explain_text(plan: Plan, system: SystemPlan, program, template_name: str | N
     for seat, reasons in by_seat.items():
         lines.append(f"  {seat}")
         lines.extend(f"    {reason}" for reason in reasons)
+    lines += fallback_lines(program, template)
     lines += ["", "Rules:"] + [f"  {note}" for note in tight_rows(program, system, template)]
     lines += binder_lines(path)
     return "\n".join(lines)
@@ -296,6 +297,38 @@ def route_lines(template: TemplatePlan) -> list[str]:
         ]
         lines.append(text_table(["seat" if step else "branch", "calls", "bound µ$", "worst case s"], rows))
     return lines
+
+
+def fallback_lines(program, template: TemplatePlan) -> list[str]:
+    """Each seat whose model names fallbacks: them in the order they are tried, and how many of the seat's calls
+    each could take at the plan's prompt bounds (runtime/fallbacks.py: a fallback takes a call only where its
+    worst case fits the call's reservation, which at run time is the seat model's last hold)."""
+    lines = []
+    chosen = seat_models(program.models, template.binding)
+    for seat in template.binding:
+        model = chosen[(seat.slot, seat.instance)]
+        if not model.fallbacks:
+            continue
+        if not lines:
+            lines = ["", "Fallbacks (tried in order when a seat's provider keeps failing, each only for a call whose "
+                         "reservation its worst case fits):"]
+        nodes = [n for n in template.nodes if (n.slot, n.instance) == (seat.slot, seat.instance)]
+        taken = []
+        for name in model.fallbacks:
+            fits = sum(_fallback_fits(node, model, program.models[name]) for node in nodes)
+            taken.append(f"{name} (fits {fits} of {counted(len(nodes), 'call')})")
+        lines.append(f"  {seat.slot}[{seat.instance}] = {model.name}: then {', then '.join(taken)}")
+    return lines
+
+
+def _fallback_fits(node, seat_model_, fallback) -> bool:
+    """Whether every model call of `node` costs no more on `fallback` than on the seat's model, at the plan's prompt
+    bounds and the call's output cap (the fallback's own, where smaller)."""
+    prompts = node.round_input_tokens if node.rounds is not None else (node.input_tokens,)
+    cap = node.output_tokens if fallback.max_output is None else min(node.output_tokens, fallback.max_output)
+    return all(sum(fallback.prices().worst_cost(tokens, cap))
+               <= sum(seat_model_.prices().worst_cost(tokens, node.output_tokens)) * (1 + 1e-9) + 1e-9
+               for tokens in prompts)
 
 
 def tool_lines(template: TemplatePlan) -> list[str]:

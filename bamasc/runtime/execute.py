@@ -277,10 +277,11 @@ class Recorder(TraceWriter):
 
 
 def make_providers(program, system_name: str, options: ExecOptions, models=None) -> dict:
-    """A provider for each of `models` (default: every model of the system), which needs their API keys."""
+    """A provider for each of `models` (default: every model of the system) and for each one's fallbacks, which
+    needs their API keys: a fallback's missing key stops the run before it starts, as a seat model's does."""
     from bamasc.runtime.providers import make_provider
 
-    names = program.systems[system_name].models if models is None else sorted(models)
+    names = program.with_fallbacks(program.systems[system_name].models if models is None else models)
     if options.providers is not None:
         return {name: options.providers(program.models[name]) for name in names}
     return {
@@ -346,7 +347,7 @@ def make_limiter(program, models, options: ExecOptions):
         options.providers, "offline", False
     ):
         return None
-    return limiter_for(program.models[name] for name in sorted(models))
+    return limiter_for(program.models[name] for name in program.with_fallbacks(models))
 
 
 async def close_providers(providers: dict) -> None:

@@ -35,6 +35,7 @@ from bamasc.runtime.answers import Answers
 from bamasc.metering.admission import Admissions, Attempt, BudgetLink, DeadlineLink, PaceLink
 from bamasc.metering.calibrate import Calibration, Learn
 from bamasc.runtime.extract import extract_answer
+from bamasc.runtime.fallbacks import ModelFailed, fall_back
 from bamasc.runtime.deadline import DeadlineGuard
 from bamasc.metering.guard import BudgetGuard
 from bamasc.runtime.providers.base import Message, ProviderError, decoding_for, expectations
@@ -89,6 +90,7 @@ class TaskRun:
         self.counts = template.counts
         self.expects = expectations(getattr(template, "decisions", ()))  # routers' and dynamic planners'
         self.outputs: dict[str, Output] = {}  # by call id, each call made so far
+        self.answered: dict[str, object] = {}  # by call id, the model that answered it last (a fallback's, or the seat's)
         self.cards: dict[str, list[str]] = {}  # a plan call's step cards
         self.best: Output | None = None
         self.calls_made = 0
@@ -222,7 +224,7 @@ class TaskRun:
         else:
             text = (await self.send(request, node, role, model, provider, messages,
                                     self.count_prompt(provider, messages), cap, expect)).text
-        output = self.outputs[node_id] = Output(text, node_id, model.tier)
+        output = self.outputs[node_id] = Output(text, node_id, self.answered.get(node_id, model).tier)
         if self.answers(node_id, role, text):
             self.best = output
         return output
@@ -240,15 +242,28 @@ class TaskRun:
 
     async def send(self, request, node, role, model, provider, messages, prompt_tokens: int, cap: int, expect: str,
                    tools: tuple = (), round: int | None = None):
-        """One model call of `request` (a tool loop's `round`, sent with `tools`), attempt after attempt under the
-        retry policy, each admitted before it is sent; returns the provider's Completion."""
-        node_id = node.id
+        """One model call of `request` (a tool loop's `round`, sent with `tools`): its attempts on the seat's model,
+        then, when that model's provider keeps failing, on its fallbacks (runtime/fallbacks.py); returns the
+        Completion of the model that answered."""
         problem = unsendable(messages)  # a reply sent on, or a tool call's arguments: stopped before any reservation
         if problem is not None:
-            raise TaskError(f"{node_id} (role '{role.name}'): {problem}; nothing was sent")
-        # A prompt that extends one this task already sent (a tool loop's next round) is bounded by what that one
-        # was billed. Its bill bounds the same messages sent without the tools too (the loop's final round): the
-        # specs are a section of their own, which only adds tokens.
+            raise TaskError(f"{node.id} (role '{role.name}'): {problem}; nothing was sent")
+        try:
+            return await self.attempts(request, node, role, model, provider, messages, prompt_tokens, cap, expect,
+                                       tools, round)
+        except ModelFailed as failed:
+            return await fall_back(self, failed, request, node, role, provider, messages, prompt_tokens, expect,
+                                   tools, round)
+
+    async def attempts(self, request, node, role, model, provider, messages, prompt_tokens: int, cap: int,
+                       expect: str, tools: tuple = (), round: int | None = None, fallback: dict | None = None):
+        """The call on `model`, attempt after attempt under the retry policy, each admitted before it is sent;
+        returns the provider's Completion, or raises ModelFailed when the retries end without one. `fallback`
+        is what each attempt's trace line says of the seat's model it stands in for."""
+        node_id = node.id
+        # A prompt that extends one this task already sent to this model (a tool loop's next round) is bounded by
+        # what that one was billed. Its bill bounds the same messages sent without the tools too (the loop's final
+        # round): the specs are a section of their own, which only adds tokens.
         prompt = calibrated_prompt(messages, tools, role.output_schema)
         prompt_tokens = self.calibration.bound(self.task_id, model.name, prompt, prompt_tokens)
         lesser = (calibrated_prompt(messages, (), role.output_schema),) if tools else ()
@@ -257,6 +272,7 @@ class TaskRun:
         admissions = Admissions((Learn(self.calibration, self.task_id, prompt, *lesser), *composed.links),
                                 composed.listeners)
         attempt = Attempt(request, node, model, 1, prompt_tokens, cap, self.retry.timeout, round)
+        attempt.fallback = fallback
         offered = {"tools": tools} if tools else {}  # a provider of its own may not take tools
         while True:
             if self.guard.overbilled:
@@ -272,7 +288,7 @@ class TaskRun:
                 ending = admissions.keep if problem.outcome_unknown else admissions.release
                 await ending(attempt, f"{problem.kind}: {problem.message}")
                 if not self.retry.should_retry(attempt.number, problem):
-                    raise TaskError(f"{node_id} on {model.name}: {problem.message}") from None
+                    raise ModelFailed(model, problem, attempt) from None
                 if not attempt.held_back:
                     # A 429 paused the key in the limiter, whose queue the retry joins: that is its wait, and it
                     # ends at the deadline. Any other failure backs off, unless that leaves too little time.
@@ -298,6 +314,7 @@ class TaskRun:
             await admissions.settle(attempt, Usage(completion.prompt_tokens, completion.completion_tokens,
                                                    completion.cached_tokens, completion.cache_write_tokens))
             self.calls_made += 1
+            self.answered[node_id] = model
             if self.guard.overbilled:
                 for sibling in self.in_flight:
                     if sibling is not asyncio.current_task():

@@ -11,6 +11,16 @@ import math
 from bamasc.records import record
 from bamasc.runtime.providers.base import ProviderError
 
+# Failures that say the provider itself keeps failing, not the request: a server error (5xx, 529), a timeout,
+# a broken or refused connection. A call whose retries end on one of these goes to its model's fallbacks
+# (runtime/fallbacks.py); a refused request (4xx), a 429 or a malformed reply does not.
+PROVIDER_FAILURES = frozenset({"server", "timeout", "connection"})
+
+
+def provider_failing(error: ProviderError) -> bool:
+    """Whether `error`, the last of a call's attempts on one model, says that model's provider keeps failing."""
+    return error.kind in PROVIDER_FAILURES
+
 
 @record
 class RetryPolicy:

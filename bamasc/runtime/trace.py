@@ -158,6 +158,8 @@ class AttemptLines:
             line["rate_wait_s"] = round(attempt.waited, 6)
         if attempt.round is not None:  # a round of a tool loop
             line["round"] = attempt.round
+        if attempt.fallback is not None:  # sent to a fallback model: which seat's model failed, and how
+            line.update(attempt.fallback)
         return line
 
 
