@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from bamasc.api.records import Template as Template
     from bamasc.api.records import ThreadState as ThreadState
     from bamasc.api.records import ThreadTurn as ThreadTurn
+    from bamasc.api.records import ToolCalled as ToolCalled
     from bamasc.api.session import Session as Session
     from bamasc.api.session import Thread as Thread
 
@@ -48,7 +49,7 @@ _HOMES = {
     ),
     **dict.fromkeys(
         ("BudgetState", "Call", "CallSettled", "CallStarted", "Event", "Result", "Seat", "Task", "TaskDone", "Template",
-         "ThreadState", "ThreadTurn"),
+         "ThreadState", "ThreadTurn", "ToolCalled"),
         "bamasc.api.records",
     ),
 }

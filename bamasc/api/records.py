@@ -105,13 +105,26 @@ class CallSettled:
 
 
 @dataclass(frozen=True)
+class ToolCalled:
+    """A tool call of a tool loop ended (its trace line, docs/trace.md): its price charged, or 0 if refused."""
+
+    task_id: str
+    node: str  # the plan node of the call that asked for it
+    name: str  # the tool as the role names it
+    round: int | None  # the tool loop's round that asked for it
+    reserved: float  # µ$ held for its price (0 without one)
+    charged: float  # µ$ charged
+    error: str | None  # why it ended as an error result, else None
+
+
+@dataclass(frozen=True)
 class TaskDone:
     """The task ended; the last event of a stream."""
 
     result: Result
 
 
-Event = Union[CallStarted, CallSettled, TaskDone]
+Event = Union[CallStarted, CallSettled, ToolCalled, TaskDone]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from bamasc.api import errors
 from bamasc.api.checks import checked_budget, checked_deadline
 from bamasc.api.providers import Providers, exec_fields
-from bamasc.api.records import Call, CallSettled, CallStarted, Event, Result, Task, call_of, result_of
+from bamasc.api.records import Call, CallSettled, CallStarted, Event, Result, Task, ToolCalled, call_of, result_of
 
 
 def untyped(value: object) -> Any:
@@ -116,6 +116,9 @@ class Collector:
                 self.on_event(CallSettled(line["task_id"], call))
         elif kind == "reserve" and self.on_event is not None and "tool" not in line:  # a tool's price is no call
             self.on_event(CallStarted(line["task_id"], line["node"], line["model"], line["attempt"], line["reserved"]))
+        elif kind == "tool" and self.on_event is not None:
+            self.on_event(ToolCalled(line["task_id"], line["node"], line["name"], line.get("round"), line["reserved"],
+                                     line["charged"], line.get("error")))
 
     def result(self, outcome: Any) -> Result:
         return result_of(outcome, tuple(self.calls.pop(outcome.task_id, ())))

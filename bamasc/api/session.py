@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 
@@ -20,7 +21,7 @@ from bamasc.api import errors
 from bamasc.api.checks import checked_budget
 from bamasc.api.ids import TaskIds
 from bamasc.api.providers import Providers
-from bamasc.api.records import BudgetState, Result, ThreadState
+from bamasc.api.records import BudgetState, Event, Result, TaskDone, ThreadState
 from bamasc.api.run import Collector, exec_options, tightened, translated_errors, untyped
 
 INTERRUPTED = "interrupted: the process ended while the task ran; its open reservations are charged in full"
@@ -45,7 +46,9 @@ class Session:
         self._stack = contextlib.ExitStack()
         self._tools = contextlib.AsyncExitStack()  # the plan's tools, started once for the session
         self._ids = TaskIds()
-        self._collector = Collector()
+        self._collector = Collector(self._event)
+        self._followers: dict[str, Callable[[Event], None]] = {}  # task id -> where a stream's events go
+        self._streamed: set[asyncio.Future[Result]] = set()  # tasks of streams, kept until they end
         self.statuses: Counter[str] = Counter()  # tasks ended this session, by status
         self.spent_here = 0.0  # µ$ charged by this session's tasks
         self.open_reservations = 0  # call attempts reserved and not yet settled
@@ -169,6 +172,50 @@ class Session:
         sent it (a client key of `bamasc serve`); its task line records them."""
         return await self._run(task, budget, deadline, task_id, None, _sender(key, team))
 
+    async def stream(self, task: str, *, budget: float | None = None, deadline: float | None = None,
+                     task_id: str | None = None, key: str | None = None, team: str | None = None
+                     ) -> AsyncIterator[Event]:
+        """Run one task as `run` does, yielding CallStarted, CallSettled and ToolCalled as they happen, then
+        TaskDone with the result. Leaving the loop early stops the listening, not the task: it runs on to its end,
+        settled and traced as a `run`'s, so a listener that goes away leaves nothing held."""
+        async for event in self._stream(task, budget, deadline, task_id, None, _sender(key, team)):
+            yield event
+
+    async def _stream(self, task: str, budget: float | None, deadline: float | None, task_id: str | None,
+                      thread_id: str | None, sender: dict[str, str] | None = None) -> AsyncIterator[Event]:
+        self._opened()
+        if task_id is None:
+            task_id = self.new_task_id()
+        elif task_id in self._ids or task_id in self._followers:  # never another stream's events
+            raise errors.UsageError(f"task id {task_id!r} is already in the trace")
+        queue: asyncio.Queue[Event | BaseException] = asyncio.Queue()
+        self._followers[task_id] = queue.put_nowait
+        runner = asyncio.ensure_future(self._run(task, budget, deadline, task_id, thread_id, sender))
+        self._streamed.add(runner)
+
+        def ended(done: asyncio.Future[Result]) -> None:  # after every event of the run: its last line came first
+            self._streamed.discard(done)
+            self._followers.pop(task_id, None)
+            if done.cancelled():
+                queue.put_nowait(asyncio.CancelledError())
+            else:
+                problem = done.exception()
+                queue.put_nowait(TaskDone(done.result()) if problem is None else problem)
+
+        runner.add_done_callback(ended)
+        while True:
+            event = await queue.get()
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+            if isinstance(event, TaskDone):
+                return
+
+    def _event(self, event: Event) -> None:
+        follower = self._followers.get(event.task_id) if not isinstance(event, TaskDone) else None
+        if follower is not None:
+            follower(event)
+
     async def _run(self, task: str, budget: float | None, deadline: float | None, task_id: str | None,
                    thread_id: str | None, sender: dict[str, str] | None = None) -> Result:
         from bamasc.runtime.execute import Task as RuntimeTask
@@ -253,6 +300,14 @@ class Thread:
         is reserved from what the thread has left; one that does not fit ends `thread_exhausted`, spending nothing.
         `key` and `team`: as for `Session.run`."""
         return await self.session._run(task, budget, deadline, task_id, self.id, _sender(key, team))
+
+    async def stream(self, task: str, *, budget: float | None = None, deadline: float | None = None,
+                     task_id: str | None = None, key: str | None = None, team: str | None = None
+                     ) -> AsyncIterator[Event]:
+        """`run` of the next turn, yielding its events as `Session.stream` does (the turn runs on if the loop is
+        left early)."""
+        async for event in self.session._stream(task, budget, deadline, task_id, self.id, _sender(key, team)):
+            yield event
 
     @property
     def state(self) -> ThreadState:

@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect
 
-FIELDS = ("task", "budget", "deadline_s", "thread_id", "thread_budget")
+FIELDS = ("task", "budget", "deadline_s", "thread_id", "thread_budget", "stream")
 BODY_SECONDS = 30.0  # a body that takes longer to arrive is refused (408): a slow sender holds no task
 
 
@@ -144,6 +144,22 @@ def thread_fields(raw: bytes) -> tuple[str | None, float | None]:
     if problem is not None:
         raise Problem(422, problem, "thread_budget")
     return thread_id, budget
+
+
+def wants_stream(raw: bytes, accept: str | None) -> bool:
+    """Whether a POST /v1/tasks body `task_fields` took asks for server-sent events: its `stream` when given
+    (true or false), else whether the Accept header lists text/event-stream (a wildcard does not)."""
+    data = json_body(raw) if b'"stream"' in raw or b"\\u" in raw else {}  # the key, written plainly or escaped
+    if "stream" in data:
+        if not isinstance(data["stream"], bool):
+            raise Problem(422, f"stream must be true or false, not {_kind(data['stream'])}", "stream")
+        return bool(data["stream"])
+    for media_range in (accept or "").split(","):
+        kind, *parameters = (part.strip().lower() for part in media_range.split(";"))
+        if kind == "text/event-stream" and not any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+                                                    for p in parameters):
+            return True
+    return False
 
 
 def _number(value: object, field: str, unit: str) -> None:

@@ -9,18 +9,20 @@ the log holds no traceback and the server keeps serving.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bamasc.api.errors import BamError, UsageError
+from bamasc.api.records import CallSettled, CallStarted, TaskDone
 from bamasc.metering.refusals import Refused
 from bamasc.serve.lookup import task_from_trace
 from bamasc.serve.keys import sender
@@ -28,6 +30,7 @@ from bamasc.http.metrics import BUSY, CONTENT_TYPE
 from bamasc.serve.metrics import scrape, serve_metrics
 from bamasc.serve.openapi import openapi_document
 from bamasc.http.requests import Problem, authorized, read_body, routing_headers, task_fields, thread_fields
+from bamasc.http.requests import wants_stream
 from bamasc.http.ui import LiveSpend, ui_routes
 
 log = logging.getLogger("bamasc.serve")
@@ -46,6 +49,7 @@ class Limits:
     spare: int = 256  # requests in progress beyond max_pending (health, metrics, refusals) before all get 429
     request_s: float = 30.0  # seconds a request's head may take to arrive, then its body; a slower one gets 408
     max_head: int = 16 << 10  # bytes of a request's line and headers (h11's own default); more get 431
+    keep_alive_s: float = 15.0  # seconds a stream of events may stay silent before a comment line keeps it open
 
     @property
     def max_requests(self) -> int:
@@ -102,6 +106,61 @@ def call_body(call: Any) -> dict[str, Any]:
         "latency_ms", "clamped", "skipped", "error", "rate_wait_s")}
 
 
+def event_frame(event: Any) -> tuple[str, dict[str, Any]]:
+    """(kind, data) of a server-sent event for one event of a task's stream (the API's records, as JSON)."""
+    if isinstance(event, CallStarted):
+        return "call_started", {"task_id": event.task_id, "node": event.node, "model": event.model,
+                                "attempt": event.attempt, "reserved": event.reserved}
+    if isinstance(event, CallSettled):
+        return "call_settled", {"task_id": event.task_id, **call_body(event.call)}
+    return "tool", {"task_id": event.task_id, "node": event.node, "name": event.name, "round": event.round,
+                    "reserved": event.reserved, "charged": event.charged, "error": event.error}
+
+
+def sse(kind: str, data: dict[str, Any]) -> bytes:
+    """One server-sent event: JSON holds no raw newline, so its data is one line."""
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8")
+
+
+async def frames(opened: dict[str, Any], queue: asyncio.Queue[tuple[str, dict[str, Any]]],
+                 keep_alive_s: float) -> AsyncIterator[bytes]:
+    """`task` (its id) first, then each event as it comes, to the final `result` or `error`; a comment line
+    whenever `keep_alive_s` pass without one, so proxies keep a long call's connection open."""
+    yield sse("task", opened)
+    while True:
+        try:
+            async with asyncio.timeout(keep_alive_s):
+                kind, data = await queue.get()
+        except TimeoutError:
+            yield b": keep-alive\n\n"
+            continue
+        yield sse(kind, data)
+        if kind in ("result", "error"):
+            return
+
+
+class EventStream(StreamingResponse):
+    """A stream of server-sent events whose client may go away: the task it follows runs on, so that is no error."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except (ClientDisconnect, OSError):
+            pass
+
+
+def refusal(problem: Exception, request: Request) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body answering a request that raised `problem`: a Problem as it says, a BamError 422,
+    anything else a defect (500, one line in the log, never a traceback)."""
+    if isinstance(problem, Problem):
+        return problem.status, problem.body()
+    if isinstance(problem, BamError):
+        return 422, Problem(422, problem.message).body()
+    log.error("internal error on %s %s: %s: %s", request.method, request.url.path, type(problem).__name__,
+              str(problem)[:300])
+    return 500, Problem(500, "internal error").body()
+
+
 def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Limits(),
               responses: Counter[int] | None = None, gate: Any = None) -> Starlette:
     """The app serving `session` (open, on `plan`); `token` None serves without authentication, unless `gate`
@@ -114,6 +173,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
     counted = serve_metrics(session, responses)
     owners: dict[str, str] = {}  # task id -> the client key that sent it (what that key's /ui shows)
     spend = LiveSpend(session.trace)
+    jobs: set[asyncio.Future[None]] = set()  # streamed tasks still running, their clients gone or not
 
     def guarded(handler: Callable[[Request], Awaitable[Response]], open_route: bool = False
                 ) -> Callable[[Request], Awaitable[Response]]:
@@ -128,14 +188,9 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
                         and not (token is not None and authorized(request.headers.get("authorization"), token)):
                     request.state.key = await _key(request, gate)
                 response = await handler(request)
-            except Problem as problem:
-                response = JSONResponse(problem.body(), status_code=problem.status, headers=HEADERS.get(problem.status))
-            except BamError as problem:
-                response = JSONResponse(Problem(422, problem.message).body(), status_code=422)
-            except Exception as problem:  # a defect: one line in the log, never a traceback
-                log.error("internal error on %s %s: %s: %s", request.method, request.url.path,
-                          type(problem).__name__, str(problem)[:300])
-                response = JSONResponse(Problem(500, "internal error").body(), status_code=500)
+            except Exception as problem:
+                status, body = refusal(problem, request)
+                response = JSONResponse(body, status_code=status, headers=HEADERS.get(status))
             finally:
                 active[0] -= 1
             responses[response.status_code] += 1
@@ -150,6 +205,7 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         raw = await read_body(request, limits.max_body, limits.request_s)
         text, budget, deadline = task_fields(raw, plan.budget, plan.deadline_s, limits.max_task)
         thread_id, thread_budget = thread_fields(raw)
+        streamed = wants_stream(raw, request.headers.get("accept"))  # every field checked before a stream starts
         runner = session
         if thread_id is not None:
             try:
@@ -169,22 +225,69 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
                 counted.refused(refused.limit)
                 raise Problem(503 if refused.limit == "ledger" else 402, refused.error or refused.limit) from None
         tasks.put(task_id, {"task_id": task_id, "status": "running"})
+        key = None if hold is None else request.state.key[0].name
+
+        async def ended(result: Any) -> tuple[int, dict[str, Any]]:
+            """The task's record kept, its key's hold closed; the status and body of its reply."""
+            if hold is not None:
+                counted.charged_to_key(key, await gate.close(hold, result.cost))
+            if result.status == "skipped_total":  # the total had no room for the task's worst case
+                counted.refused("total")
+            body = result_body(result)
+            tasks.put(task_id, {**body, "calls": [call_body(call) for call in result.calls]})
+            refused = result.status in ("skipped_total", "thread_exhausted")  # a total or a thread had no room: 402
+            return 402 if refused else 200, body
+
+        async def failed() -> None:
+            tasks.items.pop(task_id, None)
+            if hold is not None:
+                counted.charged_to_key(key, await gate.close(hold, None))
+
+        if streamed:
+            return event_stream(runner, text, budget, deadline, task_id, thread_id, ended, failed, request)
         try:
             result = await runner.run(text, budget=budget, deadline=deadline, task_id=task_id,
                                       **sender(request.state.key))
         except BaseException:
-            tasks.items.pop(task_id, None)
-            if hold is not None:
-                counted.charged_to_key(request.state.key[0].name, await gate.close(hold, None))
+            await failed()
             raise
-        if hold is not None:
-            counted.charged_to_key(request.state.key[0].name, await gate.close(hold, result.cost))
-        if result.status == "skipped_total":  # the total had no room for the task's worst case
-            counted.refused("total")
-        body = result_body(result)
-        tasks.put(task_id, {**body, "calls": [call_body(call) for call in result.calls]})
-        refused = result.status in ("skipped_total", "thread_exhausted")  # a total or a thread had no room: 402
-        return JSONResponse(body, status_code=402 if refused else 200)
+        status, body = await ended(result)
+        return JSONResponse(body, status_code=status)
+
+    def event_stream(runner: Any, text: str, budget: Any, deadline: Any, task_id: str, thread_id: str | None,
+                     ended: Any, failed: Any, request: Request) -> Response:
+        """The task's events as server-sent events. The task runs in a job of its own, so a client that goes away
+        leaves it running to its end: settled, traced and kept for GET /v1/tasks/{id} as a plain request's."""
+        queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+
+        async def drive() -> None:
+            result: Any = None  # the stream's last event, TaskDone, holds it
+            try:
+                async for event in runner.stream(text, budget=budget, deadline=deadline, task_id=task_id,
+                                                 **sender(request.state.key)):
+                    if isinstance(event, TaskDone):
+                        result = event.result
+                    else:
+                        queue.put_nowait(event_frame(event))
+            except BaseException as problem:
+                await failed()
+                if not isinstance(problem, Exception):
+                    raise
+                status, body = refusal(problem, request)
+            else:
+                try:
+                    status, body = await ended(result)
+                except Exception as problem:
+                    status, body = refusal(problem, request)
+            # The final event: the body and status the plain reply would have had.
+            queue.put_nowait(("result" if status == 200 else "error", {**body, "http_status": status}))
+
+        job = asyncio.ensure_future(drive())
+        jobs.add(job)
+        job.add_done_callback(jobs.discard)
+        opened = {"task_id": task_id, **({"thread_id": thread_id} if thread_id is not None else {})}
+        return EventStream(frames(opened, queue, limits.keep_alive_s), media_type="text/event-stream",
+                           headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def get_thread(request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
@@ -251,4 +354,6 @@ def build_app(plan: Any, session: Any, token: bytes | None, limits: Limits = Lim
         *(Route(route.path, guarded(route.endpoint, open_route=True), methods=["GET"])
           for route in ui_routes(spend_view, f"bamasc serve: {plan.system}")),
     ]
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app.state.streamed = jobs  # what a graceful stop waits for (serve/main.py)
+    return app

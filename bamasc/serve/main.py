@@ -60,6 +60,8 @@ async def serve(plan: Any, session: Any, token: bytes | None, listen: Listen, li
         # connections before any is refused: at most as many as are held.
         await run_app(app, listen, sock, announce, limit_concurrency=connections + 1, http=protocol,
                       backlog=min(BACKLOG, connections), h11_max_incomplete_event_size=limits.max_head)
+        if app.state.streamed:  # streamed tasks whose clients went away get the same graceful time
+            await asyncio.wait(set(app.state.streamed), timeout=listen.graceful_s)
     finally:
         await session.close()
 

@@ -20,6 +20,18 @@ CONNECTION_REFUSALS = {
 }
 
 
+# What a stream of server-sent events holds (docs/python.md, "Streaming").
+EVENTS = (
+    "each is `event: <kind>` and one `data:` line of JSON. `task` ({task_id, thread_id?}) first; then, as they "
+    "happen, `call_started` ({task_id, node, model, attempt, reserved}), `call_settled` ({task_id} and a Call's "
+    "fields, `charged` included) and `tool` ({task_id, node, name, round, reserved, charged, error}); last, `result` "
+    "(the 200 reply's Result and `http_status`: 200) or `error` (the body the plain reply would have, a Result with "
+    "status skipped_total or thread_exhausted or an Error, and its `http_status`: 402, 422 or 500). Lines starting "
+    "with ':' keep a silent stream open. A refusal before the task starts (400, 401, 409, 413, 422, 429) is plain "
+    "JSON. A client that goes away leaves the task running to its end, settled and traced: GET /v1/tasks/{id}."
+)
+
+
 def openapi_document(system: str, budget: float, deadline_s: float | None, auth: bool) -> dict[str, Any]:
     """The document for a server of `system` (its budget and deadline in the descriptions)."""
     number = {"type": "number"}
@@ -84,10 +96,15 @@ def openapi_document(system: str, budget: float, deadline_s: float | None, auth:
                         "thread_budget": {"type": "number", "exclusiveMinimum": 0,
                                           "description": "µ$ for the whole thread, given with its first turn; a later "
                                                          "turn may leave it out, and another value is refused (409)"},
+                        "stream": {"type": "boolean",
+                                   "description": "true: the reply is server-sent events (text/event-stream); false: "
+                                                  "JSON. Left out, the Accept header decides (text/event-stream)"},
                     }}}}},
                 "responses": {
-                    "200": {"description": "the task ended (see status)",
-                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}}}},
+                    "200": {"description": "the task ended (see status); asked to stream, its events as they happen: "
+                                           + EVENTS,
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}},
+                                        "text/event-stream": {"schema": {"type": "string"}}}},
                     "402": {"description": "the total budget (status skipped_total) or the thread's (status "
                                            "thread_exhausted) had no room for the task's worst case; nothing was spent",
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Result"}}}},

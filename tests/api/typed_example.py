@@ -46,6 +46,8 @@ async def main(path: str) -> None:
             print(event.node, event.reserved)
         elif isinstance(event, bamasc.CallSettled):
             print(event.call.charged)
+        elif isinstance(event, bamasc.ToolCalled):
+            print(event.name, event.charged)
         else:
             done: bamasc.TaskDone = event
             print(done.result.status)
