@@ -12,9 +12,10 @@ LIMITS_HINT = 'the limits are listed in docs/language.md, "Limits"'
 
 # What users coming from the SDKs write for an attribute, and the attribute they mean: spelling alone would
 # suggest `max_tool_rounds` for `max_tokens`, where the cap of a reply is `max_output`.
+# A system prompt (`system_prompt`, the Agents SDK's `instructions`) is a role's `system` message.
 SDK_WORDS = {"max_tokens": "max_output", "max_completion_tokens": "max_output", "max_output_tokens": "max_output",
              "max_new_tokens": "max_output", "n_predict": "max_output", "system": "prompt",
-             "system_prompt": "prompt", "instructions": "prompt", "api_base": "base_url", "base_uri": "base_url"}
+             "system_prompt": "system", "instructions": "system", "api_base": "base_url", "base_uri": "base_url"}
 
 
 def did_you_mean(name: str, options) -> str | None:

@@ -12,7 +12,7 @@ MODEL = 'model m {\n  provider = fake\n  name = "steady"\n  price { input = 1.0 
 
 @pytest.mark.parametrize("word, meant", [
     ("max_tokens", "max_output"), ("max_completion_tokens", "max_output"), ("max_output_tokens", "max_output"),
-    ("max_new_tokens", "max_output"), ("system_prompt", "prompt"), ("instructions", "prompt"),
+    ("max_new_tokens", "max_output"), ("system_prompt", "system"), ("instructions", "system"),
 ])
 def test_an_sdk_word_in_a_role_points_at_the_attribute_it_means(tmp_path, word, meant):
     path = tmp_path / "sdk.bam"
