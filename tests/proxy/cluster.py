@@ -34,7 +34,7 @@ class RedisCluster:
             os.makedirs(where, exist_ok=True)
             self.processes[port] = subprocess.Popen(
                 ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                 "--cluster-config-file", os.path.join(where, "nodes.conf"), "--cluster-node-timeout", "1000",
+                 "--cluster-config-file", os.path.join(where, "nodes.conf"), "--cluster-node-timeout", "2000",
                  "--save", "", "--appendonly", "no", "--dir", where],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for port in self.ports:
@@ -84,10 +84,20 @@ class RedisCluster:
         return found
 
     def kill_primary(self, port: int) -> None:
-        """`kill -9` of a primary, then wait until its replica has taken over its slots."""
+        """`kill -9` of a primary, then wait until one of its replicas is a primary and every live node sees every
+        slot served. (Waiting only for the dead primary to leave `primaries` returns too early: a node that merely
+        suspects it, `fail?`, already leaves it out while the cluster still reads as ok.)"""
+        nodes = [line.split() for line in self._cli(port, "cluster", "nodes").splitlines()]
+        (victim,) = [fields[0] for fields in nodes if "myself" in fields[2]]
+        replicas = [int(fields[1].split("@")[0].rsplit(":", 1)[1]) for fields in nodes if fields[3] == victim]
         self.processes[port].kill()
         self.processes[port].wait()
-        self._wait(lambda: port not in self.primaries() and self.healthy(), "no replica took over")
+
+        def taken_over() -> bool:
+            promoted = any(self._cli(replica, "role").split("\n", 1)[0].strip() == "master" for replica in replicas)
+            return promoted and self.healthy()
+
+        self._wait(taken_over, "no replica took over")
 
     def commands(self) -> dict[str, int]:
         """Each command's calls over the primaries (INFO commandstats; a replica counts what it copies again)."""
