@@ -299,6 +299,16 @@ class LocalLedger:
                 "scopes": len(set(self.scopes) | set(self._earlier))}
 
 
+def stored_scope_view(name: str, data: dict) -> dict | None:
+    """A scope as a shared store keeps it (a hash of strings), as every ledger shows one; None: no such scope."""
+    if not data:
+        return None
+    budget, charged, held = (float(data.get(key, 0)) for key in ("budget", "charged", "held"))
+    return {"scope": name, "budget": budget, "charged": round(charged, 6), "held": round(held, 6),
+            "left": round(max(0.0, budget - charged - held), 6), "calls": int(data.get("calls", 0)),
+            "status": "overbilled" if data.get("overbilled") else "open", "overbilled": data.get("overbilled")}
+
+
 def level_view(name: str, budget: float, charged: float, held: float) -> dict:
     return {"window": name.rsplit(":", 1)[-1], "budget": budget, "charged": round(charged, 6),
             "held": round(held, 6), "left": round(max(0.0, budget - charged - held), 6)}

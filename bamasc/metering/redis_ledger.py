@@ -23,7 +23,10 @@ import json
 import os
 
 from bamasc.metering.afford import Cost
-from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, level_view, line_limit, refusal, short_of, tighter, trace_lines
+from bamasc.metering.ledger import (
+    Hold, Level, closed, distinct, level_fields, level_view, line_limit, refusal, short_of, stored_scope_view,
+    tighter, trace_lines,
+)
 from bamasc.metering.refusals import LedgerLost
 from bamasc.records import record
 
@@ -358,13 +361,7 @@ class RedisLedger:
         return data
 
     async def view(self, name: str) -> dict | None:
-        data = await self._read(self._keys(name)[0])
-        if not data:
-            return None
-        budget, charged, held = (float(data.get(key, 0)) for key in ("budget", "charged", "held"))
-        return {"scope": name, "budget": budget, "charged": round(charged, 6), "held": round(held, 6),
-                "left": round(max(0.0, budget - charged - held), 6), "calls": int(data.get("calls", 0)),
-                "status": "overbilled" if data.get("overbilled") else "open", "overbilled": data.get("overbilled")}
+        return stored_scope_view(name, await self._read(self._keys(name)[0]))
 
     async def level(self, name: str, budget: float) -> dict:
         """What a level has charged, holds and has left of `budget`."""

@@ -42,7 +42,9 @@ import time
 import zlib
 
 from bamasc.metering.afford import Cost
-from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, level_view, refusal, short_of
+from bamasc.metering.ledger import (
+    Hold, Level, closed, distinct, level_fields, level_view, refusal, short_of, stored_scope_view,
+)
 from bamasc.metering.redis_ledger import LEVEL_TTL_S, LedgerMismatch, RedisLedger, lost_runs
 from bamasc.metering.refusals import LedgerLost, ShortOfTotal
 from bamasc.metering.shards import (CLOSE_SCRIPT, FOLD_SCRIPT, LEASE_SCRIPT, OPEN_SCRIPT, READ_SCRIPT, RESERVE_SCRIPT,
@@ -373,13 +375,7 @@ class ShardedLedger:
         return dict(zip(flat[::2], flat[1::2]))
 
     async def view(self, name: str) -> dict | None:
-        data = await self._read(self._scope_key(name))
-        if not data:
-            return None
-        budget, charged, held = (float(data.get(key, 0)) for key in ("budget", "charged", "held"))
-        return {"scope": name, "budget": budget, "charged": round(charged, 6), "held": round(held, 6),
-                "left": round(max(0.0, budget - charged - held), 6), "calls": int(data.get("calls", 0)),
-                "status": "overbilled" if data.get("overbilled") else "open", "overbilled": data.get("overbilled")}
+        return stored_scope_view(name, await self._read(self._scope_key(name)))
 
     async def level(self, name: str, budget: float) -> dict:
         """What a level has charged and holds (its slices held by proxies included) and has left of `budget`."""
