@@ -24,6 +24,19 @@ slice is at most `LEASE_CALLS` calls of the size that asked for it, and at
 most what the call needs plus 1/`LEASE_SHARE` of what the counter has left,
 so near the end of a budget slices shrink to one call each.
 
+A write that holds money (a scope's reservation, a slice's growth) is
+followed, on the same connection, by `WAIT replicas wait_ms`: the call is
+admitted only once that many replicas have the hold, and refused (503,
+`LedgerLost`) when they do not answer in time, so a failover cannot forget a
+hold a call was admitted on. A reservation refused so is released again; a
+slice grown so is used by no call until a later growth reaches a replica. A
+settlement, a release and a report do not wait: losing one in a failover
+leaves more held than was spent, never less. `?replicas=0` in the URL runs
+without replicas and without WAIT, accepting that a failover may forget the
+last holds; otherwise a proxy refuses to start on a cluster where no primary
+has the replicas, and a primary left without one (after a failover) refuses
+its shards' calls until one joins it.
+
 Epochs, `--new-ledger` and `--fold-trace` work as in metering/redis_ledger.py,
 shard by shard: every shard holds the epoch, every script checks its own
 shard's copy, and a trace run is folded into each shard once (a set of the
@@ -46,7 +59,7 @@ from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, 
 from bamasc.metering.redis_ledger import LEVEL_TTL_S, LedgerMismatch, RedisLedger, lost_runs
 from bamasc.metering.refusals import LedgerLost, ShortOfTotal
 from bamasc.metering.shards import (CLOSE_SCRIPT, FOLD_SCRIPT, LEASE_SCRIPT, OPEN_SCRIPT, READ_SCRIPT, RESERVE_SCRIPT,
-                                    Slice, cluster_client, is_cluster_url, shard_tags)
+                                    Slice, cluster_client, is_cluster_url, replication, shard_tags)
 
 LEASE_CALLS = 32
 LEASE_SHARE = 8
@@ -66,6 +79,7 @@ class ShardedLedger:
 
     def __init__(self, url: str, total: float | None = None, prefix: str = "bamasc", trace=None,
                  create: bool = False, fold: tuple[str, ...] = (), client=None):
+        self.replicas, self.wait_ms = replication(url)
         self.client = client if client is not None else cluster_client(url)
         self.total = total
         self.trace = trace
@@ -119,6 +133,10 @@ class ShardedLedger:
 
     async def open(self) -> None:
         """Start the ledger (`create`) or join the one the cluster holds; either way, fold the traces in first."""
+        if self.replicas and not await self._replicated_primaries():
+            raise LedgerMismatch(f"no primary of the cluster has {self.replicas} replica(s), so every call would be "
+                                 "refused (a failover could forget its hold): give each primary a replica, or add "
+                                 "?replicas=0 to the --redis URL to run without them and without WAIT")
         if self.create:
             self.epoch = os.urandom(8).hex()
             total = "" if self.total is None else repr(float(self.total))
@@ -211,6 +229,57 @@ class ShardedLedger:
             raise LedgerLost("-", f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is "
                                   "forwarded until it can") from None
 
+    async def _replicated_primaries(self) -> int:
+        """How many of the cluster's primaries have `self.replicas` replicas online."""
+        from redis.exceptions import RedisError
+
+        await self._ask(self.client.initialize)
+        found = 0
+        for node in self.client.get_primaries():
+            try:
+                info = await node.execute_command("INFO", "replication")
+            except (RedisError, OSError):
+                continue  # a node gone: it serves no shard
+            online = sum(1 for name, value in info.items() if name.startswith("slave") and isinstance(value, dict)
+                         and value.get("state") == "online")
+            found += online >= self.replicas
+        return found
+
+    async def _held(self, script, keys: list[str], args: list) -> tuple[list, bool]:
+        """`script`'s answer, and whether `self.replicas` replicas have its writes: the script and `WAIT` are
+        sent together on one connection to the key's primary (redis-py's cluster client sends WAIT elsewhere)."""
+        if not self.replicas:
+            return await self._ask(lambda: script(keys=keys, args=args)), True
+        from redis.asyncio.cluster import PipelineCommand
+        from redis.exceptions import NoScriptError, RedisError
+
+        async def both():
+            node = self.client.get_node_from_key(keys[0])
+            for _ in range(2):
+                sent = [PipelineCommand(0, "EVALSHA", script.sha, len(keys), *keys, *args),
+                        PipelineCommand(1, "WAIT", self.replicas, self.wait_ms)]
+                await node.execute_pipeline(sent)
+                if not isinstance(sent[0].result, NoScriptError):
+                    break
+                await node.execute_command("SCRIPT", "LOAD", script.script)
+            for command in sent:
+                if isinstance(command.result, BaseException):
+                    raise command.result
+            return sent[0].result, int(sent[1].result) >= self.replicas
+
+        try:
+            return await self._ask(both)
+        except LedgerLost:
+            try:  # a moved slot or a dead node: learn the cluster anew for the next call
+                await self.client.nodes_manager.initialize()
+            except (RedisError, OSError):
+                pass
+            raise
+
+    def _unreplicated(self, name: str) -> LedgerLost:
+        return LedgerLost(name, f"no replica of the shared ledger took the call's hold within {self.wait_ms} ms, "
+                                "so a failover could forget it; nothing is forwarded until one does")
+
     def _lost(self, name: str) -> LedgerLost:
         self._lost_why = self._lost_why or "lost"
         return LedgerLost(name, "the shared ledger was lost (a shard of it: a node lost its data, or the cluster "
@@ -236,28 +305,38 @@ class ShardedLedger:
             found.append(piece)
         return found
 
-    async def _lease(self, piece: Slice, least: float = 0.0, want: float = 0.0, give_back: float = 0.0) -> list:
+    async def _lease(self, piece: Slice, least: float = 0.0, want: float = 0.0, give_back: float = 0.0,
+                     grow: bool = False) -> list:
         """One report on `piece` (its settled spend, and `give_back` of its room), growing it by `least` to
-        `want` where asked; the script's answer. Run under the slice's lock."""
+        `want` where asked (`grow`: the growth must reach the replicas); the script's answer. Run under the
+        slice's lock."""
         settled = piece.unreported
-        answer = await self._ask(lambda: self._lease_script(
-            keys=piece.keys, args=[self.epoch, self._run, repr(settled), repr(max(0.0, give_back)), repr(least),
-                                   repr(want), "" if piece.budget is None else repr(piece.budget),
-                                   "" if piece.ttl is None else piece.ttl, LEASE_SHARE]))
+        args = [self.epoch, self._run, repr(settled), repr(max(0.0, give_back)), repr(least), repr(want),
+                "" if piece.budget is None else repr(piece.budget), "" if piece.ttl is None else piece.ttl, LEASE_SHARE]
+        if grow:
+            answer, replicated = await self._held(self._lease_script, piece.keys, args)
+        else:
+            answer, replicated = await self._ask(lambda: self._lease_script(keys=piece.keys, args=args)), True
         if answer[0] == "ledger":
             raise self._lost("-")
         piece.unreported -= settled
-        piece.granted = float(answer[2])
+        piece.granted = float(answer[2])  # as the primary holds it, replicated or not
+        if grow:
+            piece.doubt = not replicated
+            if not replicated:
+                raise self._unreplicated("-")
         return answer
 
     async def _take(self, piece: Slice, least: float, full: float, cost: Cost) -> float:
         """Take room for one call from `piece`: `full` where it has it (growing it when it does not), at least
         `least`; a refusal where the counter has no room for `least`."""
         piece.used_at = time.monotonic()
-        if piece.room < full:
+        if piece.room < full or piece.doubt:
             async with piece.lock:
-                if piece.room < full:
-                    answer = await self._lease(piece, least - piece.room, full - piece.room + LEASE_CALLS * full)
+                if piece.room < full or piece.doubt:
+                    grow = piece.room < full  # else a report alone, to learn that the slice reached a replica
+                    answer = await self._lease(piece, least - piece.room if grow else 0.0,
+                                               full - piece.room + LEASE_CALLS * full if grow else 0.0, grow=True)
                     if answer[0] == "short" and piece.room < least:
                         left = float(answer[3]) + max(piece.room, 0.0)
                         if piece.what is None:
@@ -316,15 +395,24 @@ class ShardedLedger:
                 taken.append((piece, await self._take(piece, least, full, cost)))
             cap = min((amount for _, amount in taken), default=None)
             key = self._scope_key(name)
-            answer = await self._ask(lambda: self._reserve(
-                keys=[key, self._epoch_key(self.shard_of(name))],
-                args=[self.epoch, repr(budget), repr(cost.input_cost), repr(cost.output_rate), cost.choices,
-                      cost.requested, cost.min_tokens, "" if cap is None else repr(cap)]))
+            answer, replicated = await self._held(
+                self._reserve, [key, self._epoch_key(self.shard_of(name))],
+                [self.epoch, repr(budget), repr(cost.input_cost), repr(cost.output_rate), cost.choices,
+                 cost.requested, cost.min_tokens, "" if cap is None else repr(cap)])
         except BaseException:
             for piece, amount in taken:
                 piece.in_use -= amount
             raise
         amount = float(answer[2]) if answer[0] == "ok" else 0.0
+        if answer[0] == "ok" and not replicated:  # the primary holds it, its replica may not: give it back
+            for piece, held in taken:
+                piece.in_use -= held
+            try:
+                await self._ask(lambda: self._close(keys=[key, self._epoch_key(self.shard_of(name))],
+                                                    args=[self.epoch, repr(amount), "0", ""]))
+            except LedgerLost:
+                pass  # it stays held: counted as spent, the safe side
+            raise self._unreplicated(name)
         for piece, held in taken:
             piece.in_use -= held - amount  # what the call did not need goes back to the slice
         if answer[0] == "ledger":

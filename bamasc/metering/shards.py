@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from bamasc.metering.ledger import Level
 
 SHARDS = 64  # fixed per ledger: it is written into the ledger and a proxy of another count refuses to join
 SLOTS = 16384
 CLUSTER_SCHEME = "redis+cluster"
+REPLICAS = 1  # replicas a hold must reach before its call is admitted (`?replicas=N`; 0: none, no WAIT)
+WAIT_MS = 200  # how long a hold waits for them (`?wait_ms=M`) before its call is refused
 
 # KEYS = scope hash, its shard's epoch key; ARGV = epoch, the scope's budget, the cost (input, rate, choices,
 # requested, least), and the cap its slices allow ('' for none). As the old ledger's reservation, without the
@@ -160,6 +162,20 @@ def cluster_client(url: str):
                         socket_timeout=5, socket_connect_timeout=5)
 
 
+def replication(url: str) -> tuple[int, int]:
+    """The replicas each hold must reach, and the ms it waits for them, from a cluster URL's `?replicas=N&wait_ms=M`."""
+    wanted = {"replicas": REPLICAS, "wait_ms": WAIT_MS}
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if name not in wanted:
+            raise ValueError(f"unknown option {name}={value!r} (a cluster URL takes ?replicas=N&wait_ms=M)")
+        if not value.isdigit() or (name == "wait_ms" and int(value) == 0):
+            raise ValueError(f"{name}={value!r}: a whole number of {'ms, 1 or more' if name == 'wait_ms' else 'replicas'}")
+        wanted[name] = int(value)
+    if wanted["wait_ms"] >= 4000:
+        raise ValueError(f"wait_ms={wanted['wait_ms']}: under 4000 (the client's socket timeout is 5 s)")
+    return wanted["replicas"], wanted["wait_ms"]
+
+
 def shard_tags(prefix: str, shards: int = SHARDS) -> list[str]:
     """One hash tag per shard, shard i's slot in the i-th of `shards` equal ranges of the cluster's slots, so
     the shards fall evenly on nodes that split the slots evenly (as `redis-cli --cluster create` does)."""
@@ -181,13 +197,15 @@ class Slice:
     """This process's slice of one shared counter: granted (as the counter's lease hash holds it), held by calls
     in flight, and settled but not yet reported."""
 
-    __slots__ = ("name", "keys", "budget", "ttl", "granted", "in_use", "unreported", "used_at", "lock", "what")
+    __slots__ = ("name", "keys", "budget", "ttl", "granted", "in_use", "unreported", "used_at", "lock", "what",
+                 "doubt")
 
     def __init__(self, name: str, keys: list[str], budget: float | None, ttl: int | None, what: Level | None):
         self.name, self.keys, self.budget, self.ttl, self.what = name, keys, budget, ttl, what
         self.granted = self.in_use = self.unreported = 0.0
         self.used_at = time.monotonic()
         self.lock = asyncio.Lock()
+        self.doubt = False  # the last growth reached no replica in time: no call uses the slice until one does
 
     @property
     def room(self) -> float:
