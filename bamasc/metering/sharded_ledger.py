@@ -24,18 +24,8 @@ slice is at most `LEASE_CALLS` calls of the size that asked for it, and at
 most what the call needs plus 1/`LEASE_SHARE` of what the counter has left,
 so near the end of a budget slices shrink to one call each.
 
-A write that holds money (a scope's reservation, a slice's growth) is
-followed, on the same connection, by `WAIT replicas wait_ms`: the call is
-admitted only once that many replicas have the hold, and refused (503,
-`LedgerLost`) when they do not answer in time, so a failover cannot forget a
-hold a call was admitted on. A reservation refused so is released again; a
-slice grown so is used by no call until a later growth reaches a replica. A
-settlement, a release and a report do not wait: losing one in a failover
-leaves more held than was spent, never less. `?replicas=0` in the URL runs
-without replicas and without WAIT, accepting that a failover may forget the
-last holds; otherwise a proxy refuses to start on a cluster where no primary
-has the replicas, and a primary left without one (after a failover) refuses
-its shards' calls until one joins it.
+A write that holds money (a reservation, a slice's growth) reaches a replica
+before its call is admitted, or the call is refused (metering/replicas.py).
 
 Epochs, `--new-ledger` and `--fold-trace` work as in metering/redis_ledger.py,
 shard by shard: every shard holds the epoch, every script checks its own
@@ -49,17 +39,19 @@ every trace, as after a single server's loss.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
 import zlib
 
 from bamasc.metering.afford import Cost
-from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, level_view, refusal, short_of
+from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, refusal, short_of
 from bamasc.metering.redis_ledger import LEVEL_TTL_S, LedgerMismatch, RedisLedger, lost_runs
 from bamasc.metering.refusals import LedgerLost, ShortOfTotal
 from bamasc.metering.shards import (CLOSE_SCRIPT, FOLD_SCRIPT, LEASE_SCRIPT, OPEN_SCRIPT, READ_SCRIPT, RESERVE_SCRIPT,
-                                    Slice, cluster_client, is_cluster_url, replication, shard_tags)
+                                    ShardViews, Slice, cluster_client, is_cluster_url, shard_tags)
+from bamasc.metering.replicas import relearn, replicated_primaries, replication, script_and_wait, unreplicated
 
 LEASE_CALLS = 32
 LEASE_SHARE = 8
@@ -73,7 +65,7 @@ def shared_ledger(url: str, total: float | None = None, prefix: str = "bamasc", 
     return kind(url, total, prefix, trace, create=create, fold=fold)
 
 
-class ShardedLedger:
+class ShardedLedger(ShardViews):
     """Scopes, the total and the key and team windows on a Redis Cluster, shared by every proxy given its URL and
     prefix; the same `open`, `reserve`, `close` and views as `RedisLedger`."""
 
@@ -133,7 +125,7 @@ class ShardedLedger:
 
     async def open(self) -> None:
         """Start the ledger (`create`) or join the one the cluster holds; either way, fold the traces in first."""
-        if self.replicas and not await self._replicated_primaries():
+        if self.replicas and not await self._ask(lambda: replicated_primaries(self.client, self.replicas, self._epoch_key(0))):
             raise LedgerMismatch(f"no primary of the cluster has {self.replicas} replica(s), so every call would be "
                                  "refused (a failover could forget its hold): give each primary a replica, or add "
                                  "?replicas=0 to the --redis URL to run without them and without WAIT")
@@ -229,56 +221,16 @@ class ShardedLedger:
             raise LedgerLost("-", f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is "
                                   "forwarded until it can") from None
 
-    async def _replicated_primaries(self) -> int:
-        """How many of the cluster's primaries have `self.replicas` replicas online."""
-        from redis.exceptions import RedisError
-
-        await self._ask(self.client.initialize)
-        found = 0
-        for node in self.client.get_primaries():
-            try:
-                info = await node.execute_command("INFO", "replication")
-            except (RedisError, OSError):
-                continue  # a node gone: it serves no shard
-            online = sum(1 for name, value in info.items() if name.startswith("slave") and isinstance(value, dict)
-                         and value.get("state") == "online")
-            found += online >= self.replicas
-        return found
-
     async def _held(self, script, keys: list[str], args: list) -> tuple[list, bool]:
-        """`script`'s answer, and whether `self.replicas` replicas have its writes: the script and `WAIT` are
-        sent together on one connection to the key's primary (redis-py's cluster client sends WAIT elsewhere)."""
+        """`script`'s answer, and whether `self.replicas` replicas have its writes (metering/replicas.py)."""
         if not self.replicas:
             return await self._ask(lambda: script(keys=keys, args=args)), True
-        from redis.asyncio.cluster import PipelineCommand
-        from redis.exceptions import NoScriptError, RedisError
-
-        async def both():
-            node = self.client.get_node_from_key(keys[0])
-            for _ in range(2):
-                sent = [PipelineCommand(0, "EVALSHA", script.sha, len(keys), *keys, *args),
-                        PipelineCommand(1, "WAIT", self.replicas, self.wait_ms)]
-                await node.execute_pipeline(sent)
-                if not isinstance(sent[0].result, NoScriptError):
-                    break
-                await node.execute_command("SCRIPT", "LOAD", script.script)
-            for command in sent:
-                if isinstance(command.result, BaseException):
-                    raise command.result
-            return sent[0].result, int(sent[1].result) >= self.replicas
-
         try:
-            return await self._ask(both)
+            return await self._ask(lambda: script_and_wait(self.client, script, keys, args, self.replicas,
+                                                           self.wait_ms))
         except LedgerLost:
-            try:  # a moved slot or a dead node: learn the cluster anew for the next call
-                await self.client.nodes_manager.initialize()
-            except (RedisError, OSError):
-                pass
+            await relearn(self.client)  # a moved slot or a dead node: learn the cluster anew for the next call
             raise
-
-    def _unreplicated(self, name: str) -> LedgerLost:
-        return LedgerLost(name, f"no replica of the shared ledger took the call's hold within {self.wait_ms} ms, "
-                                "so a failover could forget it; nothing is forwarded until one does")
 
     def _lost(self, name: str) -> LedgerLost:
         self._lost_why = self._lost_why or "lost"
@@ -324,7 +276,7 @@ class ShardedLedger:
         if grow:
             piece.doubt = not replicated
             if not replicated:
-                raise self._unreplicated("-")
+                raise unreplicated("-", self.wait_ms)
         return answer
 
     async def _take(self, piece: Slice, least: float, full: float, cost: Cost) -> float:
@@ -404,17 +356,13 @@ class ShardedLedger:
                 piece.in_use -= amount
             raise
         amount = float(answer[2]) if answer[0] == "ok" else 0.0
+        for piece, held in taken:  # what the call did not need (all, where no replica has it) goes back to the slice
+            piece.in_use -= held - (amount if replicated else 0.0)
         if answer[0] == "ok" and not replicated:  # the primary holds it, its replica may not: give it back
-            for piece, held in taken:
-                piece.in_use -= held
-            try:
+            with contextlib.suppress(LedgerLost):  # else it stays held: counted as spent, the safe side
                 await self._ask(lambda: self._close(keys=[key, self._epoch_key(self.shard_of(name))],
                                                     args=[self.epoch, repr(amount), "0", ""]))
-            except LedgerLost:
-                pass  # it stays held: counted as spent, the safe side
-            raise self._unreplicated(name)
-        for piece, held in taken:
-            piece.in_use -= held - amount  # what the call did not need goes back to the slice
+            raise unreplicated(name, self.wait_ms)
         if answer[0] == "ledger":
             raise self._lost(name)
         if answer[-1] == "1" and self.trace is not None:
@@ -449,35 +397,3 @@ class ShardedLedger:
             return  # the hold stays in the scope, counted as spent: the safe side
         if answer == "ledger":
             self._lost_why = "lost"
-
-    # ------------------------------------------------------------ views
-
-    async def _read(self, key: str) -> dict:
-        answer = await self._ask(lambda: self._read_script(keys=[self._epoch_key(self._shard_of_key(key)), key],
-                                                           args=[self.epoch]))
-        if answer[0] == "ledger":
-            raise self._lost("-")
-        flat = answer[1]
-        return dict(zip(flat[::2], flat[1::2]))
-
-    async def view(self, name: str) -> dict | None:
-        data = await self._read(self._scope_key(name))
-        if not data:
-            return None
-        budget, charged, held = (float(data.get(key, 0)) for key in ("budget", "charged", "held"))
-        return {"scope": name, "budget": budget, "charged": round(charged, 6), "held": round(held, 6),
-                "left": round(max(0.0, budget - charged - held), 6), "calls": int(data.get("calls", 0)),
-                "status": "overbilled" if data.get("overbilled") else "open", "overbilled": data.get("overbilled")}
-
-    async def level(self, name: str, budget: float) -> dict:
-        """What a level has charged and holds (its slices held by proxies included) and has left of `budget`."""
-        data = await self._read(self._level_key(name))
-        return level_view(name, budget, float(data.get("charged", 0)), float(data.get("held", 0)))
-
-    async def totals(self) -> dict:
-        """The total's charges as reported, and what it holds: every proxy's slices, used or not."""
-        data = await self._read(self._total_key())
-        charged, held = float(data.get("charged", 0)), float(data.get("held", 0))
-        return {"total": self.total, "charged": round(charged, 6), "held": round(held, 6),
-                "left": None if self.total is None else round(max(0.0, self.total - charged - held), 6)}
-

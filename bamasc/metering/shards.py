@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
-from bamasc.metering.ledger import Level
+from bamasc.metering.ledger import Level, level_view
 
 SHARDS = 64  # fixed per ledger: it is written into the ledger and a proxy of another count refuses to join
 SLOTS = 16384
 CLUSTER_SCHEME = "redis+cluster"
-REPLICAS = 1  # replicas a hold must reach before its call is admitted (`?replicas=N`; 0: none, no WAIT)
-WAIT_MS = 200  # how long a hold waits for them (`?wait_ms=M`) before its call is refused
 
 # KEYS = scope hash, its shard's epoch key; ARGV = epoch, the scope's budget, the cost (input, rate, choices,
 # requested, least), and the cap its slices allow ('' for none). As the old ledger's reservation, without the
@@ -162,20 +160,6 @@ def cluster_client(url: str):
                         socket_timeout=5, socket_connect_timeout=5)
 
 
-def replication(url: str) -> tuple[int, int]:
-    """The replicas each hold must reach, and the ms it waits for them, from a cluster URL's `?replicas=N&wait_ms=M`."""
-    wanted = {"replicas": REPLICAS, "wait_ms": WAIT_MS}
-    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-        if name not in wanted:
-            raise ValueError(f"unknown option {name}={value!r} (a cluster URL takes ?replicas=N&wait_ms=M)")
-        if not value.isdigit() or (name == "wait_ms" and int(value) == 0):
-            raise ValueError(f"{name}={value!r}: a whole number of {'ms, 1 or more' if name == 'wait_ms' else 'replicas'}")
-        wanted[name] = int(value)
-    if wanted["wait_ms"] >= 4000:
-        raise ValueError(f"wait_ms={wanted['wait_ms']}: under 4000 (the client's socket timeout is 5 s)")
-    return wanted["replicas"], wanted["wait_ms"]
-
-
 def shard_tags(prefix: str, shards: int = SHARDS) -> list[str]:
     """One hash tag per shard, shard i's slot in the i-th of `shards` equal ranges of the cluster's slots, so
     the shards fall evenly on nodes that split the slots evenly (as `redis-cli --cluster create` does)."""
@@ -210,3 +194,37 @@ class Slice:
     @property
     def room(self) -> float:
         return self.granted - self.in_use - self.unreported
+
+
+class ShardViews:
+    """The sharded ledger's views: a scope, a level, the total, each read where its shard's epoch is the ledger's."""
+
+    async def _read(self, key: str) -> dict:
+        answer = await self._ask(lambda: self._read_script(keys=[self._epoch_key(self._shard_of_key(key)), key],
+                                                           args=[self.epoch]))
+        if answer[0] == "ledger":
+            raise self._lost("-")
+        flat = answer[1]
+        return dict(zip(flat[::2], flat[1::2]))
+
+    async def view(self, name: str) -> dict | None:
+        data = await self._read(self._scope_key(name))
+        if not data:
+            return None
+        budget, charged, held = (float(data.get(key, 0)) for key in ("budget", "charged", "held"))
+        return {"scope": name, "budget": budget, "charged": round(charged, 6), "held": round(held, 6),
+                "left": round(max(0.0, budget - charged - held), 6), "calls": int(data.get("calls", 0)),
+                "status": "overbilled" if data.get("overbilled") else "open", "overbilled": data.get("overbilled")}
+
+    async def level(self, name: str, budget: float) -> dict:
+        """What a level has charged and holds (its slices held by proxies included) and has left of `budget`."""
+        data = await self._read(self._level_key(name))
+        return level_view(name, budget, float(data.get("charged", 0)), float(data.get("held", 0)))
+
+    async def totals(self) -> dict:
+        """The total's charges as reported, and what it holds: every proxy's slices, used or not."""
+        data = await self._read(self._total_key())
+        charged, held = float(data.get("charged", 0)), float(data.get("held", 0))
+        return {"total": self.total, "charged": round(charged, 6), "held": round(held, 6),
+                "left": None if self.total is None else round(max(0.0, self.total - charged - held), 6)}
+

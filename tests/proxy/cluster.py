@@ -61,7 +61,8 @@ class RedisCluster:
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports[:3])
+        """Three live nodes (redis-py's cluster client gives up where its first seed node is down)."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.alive_ports()[:3])
 
     @staticmethod
     def _cli(port: int, *command: str) -> str:

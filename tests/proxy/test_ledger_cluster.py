@@ -95,7 +95,7 @@ def test_two_proxies_on_a_cluster_never_pass_the_total_or_a_scope_through_a_kill
     first.kill9()  # it dies holding its slice: counted as spent, never spent again
     victim = max(cluster.primaries())
     cluster.kill_primary(victim)  # its replica takes over its shards
-    third = launcher.start(config, *common, "--trace", str(tmp_path / "c.jsonl"))
+    third = launcher.start(config, "--redis", cluster.url, *common[2:], "--trace", str(tmp_path / "c.jsonl"))
     assert third.alive(), third.stderr
     for number, scope in enumerate(scopes):
         statuses = spend_out((second, third)[number % 2].url, scope, 3000.0)
@@ -237,7 +237,7 @@ def test_a_cluster_without_replicas_needs_replicas_0(tmp_path):
 
 @pytest.mark.parametrize("query", ["?replicas=x", "?wait_ms=0", "?wait_ms=9000", "?replica=1"])
 def test_a_bad_cluster_url_option_is_named(query):
-    from bamasc.metering.shards import replication
+    from bamasc.metering.replicas import replication
 
     with pytest.raises(ValueError, match=query[1:].split("=")[0]):
         replication("redis+cluster://127.0.0.1:7000" + query)
