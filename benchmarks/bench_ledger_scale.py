@@ -1,13 +1,15 @@
 """The shared ledger's reservations per second: the one-server ledger against the sharded one, 1 to 4 proxies.
 
-    python benchmarks/bench_ledger_scale.py [--seconds 5] [--proxies 1,2,4] [--concurrency 32]
+    python benchmarks/bench_ledger_scale.py [--seconds 5] [--proxies 1,2,4] [--concurrency 32] [--replicated]
 
 Each "proxy" is a process running the ledger's `reserve` and `close` in a
 loop (`--concurrency` at once, each call in its own scope of 64, every call in
 the total), with no HTTP in front: what is measured is the ledger and Redis.
 Rows: `RedisLedger` on one redis-server (`redis://`, the ledger before), and
 `ShardedLedger` (`redis+cluster://`) on a cluster of one primary holding every
-slot and on one of three primaries. Per row: reservations (reserve + close)
+slot and on one of three primaries, both without replicas (`?replicas=0`: no
+WAIT); `--replicated` runs instead three primaries with a replica each, with
+WAIT (a hold waits for its replica) and without (`?replicas=0`). Per row: reservations (reserve + close)
 per second over all processes, CPU per call per process (the processes' CPU
 seconds over their calls), Redis CPU per call (the primaries' `used_cpu_user`
 + `used_cpu_sys` over the calls) and Redis commands per call (INFO
@@ -113,12 +115,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--proxies", default="1,2,4")
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--replicated", action="store_true", help="3 primaries + 3 replicas, with WAIT and without")
     args = parser.parse_args()
     counts = [int(count) for count in args.proxies.split(",")]
     folder = tempfile.mkdtemp()
     print("| ledger | Redis nodes | proxies | reservations/s | CPU per call per process | Redis CPU per call "
           "| Redis commands per call |")
     print("|---|---|---|---|---|---|---|")
+    if args.replicated:
+        cluster = RedisCluster(tempfile.mkdtemp(), primaries=3, replicas=1)
+        try:
+            for query, name in (("?replicas=0", "no WAIT"), ("", "WAIT 1")):
+                for count in counts:
+                    row = run_row(cluster.url + query, cluster.primaries(), count, args.seconds, args.concurrency, True)
+                    _print(f"ShardedLedger (redis+cluster://, {name})", "3 + 3 replicas", count, row)
+        finally:
+            cluster.close()
+        return
     single = RedisServer(folder)
     try:
         for count in counts:
@@ -130,13 +143,13 @@ def main() -> None:
         cluster = RedisCluster(tempfile.mkdtemp(), primaries=primaries, replicas=0)
         try:
             for count in counts:
-                row = run_row(cluster.url, cluster.primaries(), count, args.seconds, args.concurrency, True)
+                row = run_row(cluster.url + "?replicas=0", cluster.primaries(), count, args.seconds, args.concurrency, True)
                 _print("ShardedLedger (redis+cluster://)", primaries, count, row)
         finally:
             cluster.close()
 
 
-def _print(name: str, nodes: int, proxies: int, row: dict) -> None:
+def _print(name: str, nodes, proxies: int, row: dict) -> None:
     print(f"| {name} | {nodes} | {proxies} | {row['calls/s']:,.0f} | {row['cpu_ms']:.3f} ms | "
           f"{row['redis_us']:.1f} µs | {row['commands']:.1f} |", flush=True)
 

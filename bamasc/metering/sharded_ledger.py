@@ -24,6 +24,9 @@ slice is at most `LEASE_CALLS` calls of the size that asked for it, and at
 most what the call needs plus 1/`LEASE_SHARE` of what the counter has left,
 so near the end of a budget slices shrink to one call each.
 
+A write that holds money (a reservation, a slice's growth) reaches a replica
+before its call is admitted, or the call is refused (metering/replicas.py).
+
 Epochs, `--new-ledger` and `--fold-trace` work as in metering/redis_ledger.py,
 shard by shard: every shard holds the epoch, every script checks its own
 shard's copy, and a trace run is folded into each shard once (a set of the
@@ -36,19 +39,19 @@ every trace, as after a single server's loss.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
 import zlib
 
 from bamasc.metering.afford import Cost
-from bamasc.metering.ledger import (
-    Hold, Level, closed, distinct, level_fields, level_view, refusal, short_of, stored_scope_view,
-)
+from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, refusal, short_of
 from bamasc.metering.redis_ledger import LEVEL_TTL_S, LedgerMismatch, RedisLedger, lost_runs
 from bamasc.metering.refusals import LedgerLost, ShortOfTotal
 from bamasc.metering.shards import (CLOSE_SCRIPT, FOLD_SCRIPT, LEASE_SCRIPT, OPEN_SCRIPT, READ_SCRIPT, RESERVE_SCRIPT,
-                                    Slice, cluster_client, is_cluster_url, shard_tags)
+                                    ShardViews, Slice, cluster_client, is_cluster_url, shard_tags)
+from bamasc.metering.replicas import relearn, replicated_primaries, replication, script_and_wait, unreplicated
 
 LEASE_CALLS = 32
 LEASE_SHARE = 8
@@ -62,12 +65,13 @@ def shared_ledger(url: str, total: float | None = None, prefix: str = "bamasc", 
     return kind(url, total, prefix, trace, create=create, fold=fold)
 
 
-class ShardedLedger:
+class ShardedLedger(ShardViews):
     """Scopes, the total and the key and team windows on a Redis Cluster, shared by every proxy given its URL and
     prefix; the same `open`, `reserve`, `close` and views as `RedisLedger`."""
 
     def __init__(self, url: str, total: float | None = None, prefix: str = "bamasc", trace=None,
                  create: bool = False, fold: tuple[str, ...] = (), client=None):
+        self.replicas, self.wait_ms = replication(url)
         self.client = client if client is not None else cluster_client(url)
         self.total = total
         self.trace = trace
@@ -121,6 +125,10 @@ class ShardedLedger:
 
     async def open(self) -> None:
         """Start the ledger (`create`) or join the one the cluster holds; either way, fold the traces in first."""
+        if self.replicas and not await self._ask(lambda: replicated_primaries(self.client, self.replicas, self._epoch_key(0))):
+            raise LedgerMismatch(f"no primary of the cluster has {self.replicas} replica(s), so every call would be "
+                                 "refused (a failover could forget its hold): give each primary a replica, or add "
+                                 "?replicas=0 to the --redis URL to run without them and without WAIT")
         if self.create:
             self.epoch = os.urandom(8).hex()
             total = "" if self.total is None else repr(float(self.total))
@@ -213,6 +221,17 @@ class ShardedLedger:
             raise LedgerLost("-", f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is "
                                   "forwarded until it can") from None
 
+    async def _held(self, script, keys: list[str], args: list) -> tuple[list, bool]:
+        """`script`'s answer, and whether `self.replicas` replicas have its writes (metering/replicas.py)."""
+        if not self.replicas:
+            return await self._ask(lambda: script(keys=keys, args=args)), True
+        try:
+            return await self._ask(lambda: script_and_wait(self.client, script, keys, args, self.replicas,
+                                                           self.wait_ms))
+        except LedgerLost:
+            await relearn(self.client)  # a moved slot or a dead node: learn the cluster anew for the next call
+            raise
+
     def _lost(self, name: str) -> LedgerLost:
         self._lost_why = self._lost_why or "lost"
         return LedgerLost(name, "the shared ledger was lost (a shard of it: a node lost its data, or the cluster "
@@ -238,28 +257,38 @@ class ShardedLedger:
             found.append(piece)
         return found
 
-    async def _lease(self, piece: Slice, least: float = 0.0, want: float = 0.0, give_back: float = 0.0) -> list:
+    async def _lease(self, piece: Slice, least: float = 0.0, want: float = 0.0, give_back: float = 0.0,
+                     grow: bool = False) -> list:
         """One report on `piece` (its settled spend, and `give_back` of its room), growing it by `least` to
-        `want` where asked; the script's answer. Run under the slice's lock."""
+        `want` where asked (`grow`: the growth must reach the replicas); the script's answer. Run under the
+        slice's lock."""
         settled = piece.unreported
-        answer = await self._ask(lambda: self._lease_script(
-            keys=piece.keys, args=[self.epoch, self._run, repr(settled), repr(max(0.0, give_back)), repr(least),
-                                   repr(want), "" if piece.budget is None else repr(piece.budget),
-                                   "" if piece.ttl is None else piece.ttl, LEASE_SHARE]))
+        args = [self.epoch, self._run, repr(settled), repr(max(0.0, give_back)), repr(least), repr(want),
+                "" if piece.budget is None else repr(piece.budget), "" if piece.ttl is None else piece.ttl, LEASE_SHARE]
+        if grow:
+            answer, replicated = await self._held(self._lease_script, piece.keys, args)
+        else:
+            answer, replicated = await self._ask(lambda: self._lease_script(keys=piece.keys, args=args)), True
         if answer[0] == "ledger":
             raise self._lost("-")
         piece.unreported -= settled
-        piece.granted = float(answer[2])
+        piece.granted = float(answer[2])  # as the primary holds it, replicated or not
+        if grow:
+            piece.doubt = not replicated
+            if not replicated:
+                raise unreplicated("-", self.wait_ms)
         return answer
 
     async def _take(self, piece: Slice, least: float, full: float, cost: Cost) -> float:
         """Take room for one call from `piece`: `full` where it has it (growing it when it does not), at least
         `least`; a refusal where the counter has no room for `least`."""
         piece.used_at = time.monotonic()
-        if piece.room < full:
+        if piece.room < full or piece.doubt:
             async with piece.lock:
-                if piece.room < full:
-                    answer = await self._lease(piece, least - piece.room, full - piece.room + LEASE_CALLS * full)
+                if piece.room < full or piece.doubt:
+                    grow = piece.room < full  # else a report alone, to learn that the slice reached a replica
+                    answer = await self._lease(piece, least - piece.room if grow else 0.0,
+                                               full - piece.room + LEASE_CALLS * full if grow else 0.0, grow=True)
                     if answer[0] == "short" and piece.room < least:
                         left = float(answer[3]) + max(piece.room, 0.0)
                         if piece.what is None:
@@ -318,17 +347,22 @@ class ShardedLedger:
                 taken.append((piece, await self._take(piece, least, full, cost)))
             cap = min((amount for _, amount in taken), default=None)
             key = self._scope_key(name)
-            answer = await self._ask(lambda: self._reserve(
-                keys=[key, self._epoch_key(self.shard_of(name))],
-                args=[self.epoch, repr(budget), repr(cost.input_cost), repr(cost.output_rate), cost.choices,
-                      cost.requested, cost.min_tokens, "" if cap is None else repr(cap)]))
+            answer, replicated = await self._held(
+                self._reserve, [key, self._epoch_key(self.shard_of(name))],
+                [self.epoch, repr(budget), repr(cost.input_cost), repr(cost.output_rate), cost.choices,
+                 cost.requested, cost.min_tokens, "" if cap is None else repr(cap)])
         except BaseException:
             for piece, amount in taken:
                 piece.in_use -= amount
             raise
         amount = float(answer[2]) if answer[0] == "ok" else 0.0
-        for piece, held in taken:
-            piece.in_use -= held - amount  # what the call did not need goes back to the slice
+        for piece, held in taken:  # what the call did not need (all, where no replica has it) goes back to the slice
+            piece.in_use -= held - (amount if replicated else 0.0)
+        if answer[0] == "ok" and not replicated:  # the primary holds it, its replica may not: give it back
+            with contextlib.suppress(LedgerLost):  # else it stays held: counted as spent, the safe side
+                await self._ask(lambda: self._close(keys=[key, self._epoch_key(self.shard_of(name))],
+                                                    args=[self.epoch, repr(amount), "0", ""]))
+            raise unreplicated(name, self.wait_ms)
         if answer[0] == "ledger":
             raise self._lost(name)
         if answer[-1] == "1" and self.trace is not None:
@@ -363,29 +397,3 @@ class ShardedLedger:
             return  # the hold stays in the scope, counted as spent: the safe side
         if answer == "ledger":
             self._lost_why = "lost"
-
-    # ------------------------------------------------------------ views
-
-    async def _read(self, key: str) -> dict:
-        answer = await self._ask(lambda: self._read_script(keys=[self._epoch_key(self._shard_of_key(key)), key],
-                                                           args=[self.epoch]))
-        if answer[0] == "ledger":
-            raise self._lost("-")
-        flat = answer[1]
-        return dict(zip(flat[::2], flat[1::2]))
-
-    async def view(self, name: str) -> dict | None:
-        return stored_scope_view(name, await self._read(self._scope_key(name)))
-
-    async def level(self, name: str, budget: float) -> dict:
-        """What a level has charged and holds (its slices held by proxies included) and has left of `budget`."""
-        data = await self._read(self._level_key(name))
-        return level_view(name, budget, float(data.get("charged", 0)), float(data.get("held", 0)))
-
-    async def totals(self) -> dict:
-        """The total's charges as reported, and what it holds: every proxy's slices, used or not."""
-        data = await self._read(self._total_key())
-        charged, held = float(data.get("charged", 0)), float(data.get("held", 0))
-        return {"total": self.total, "charged": round(charged, 6), "held": round(held, 6),
-                "left": None if self.total is None else round(max(0.0, self.total - charged - held), 6)}
-

@@ -7,7 +7,7 @@ import asyncio
 import time
 from urllib.parse import urlsplit
 
-from bamasc.metering.ledger import Level
+from bamasc.metering.ledger import Level, level_view, stored_scope_view
 
 SHARDS = 64  # fixed per ledger: it is written into the ledger and a proxy of another count refuses to join
 SLOTS = 16384
@@ -181,14 +181,44 @@ class Slice:
     """This process's slice of one shared counter: granted (as the counter's lease hash holds it), held by calls
     in flight, and settled but not yet reported."""
 
-    __slots__ = ("name", "keys", "budget", "ttl", "granted", "in_use", "unreported", "used_at", "lock", "what")
+    __slots__ = ("name", "keys", "budget", "ttl", "granted", "in_use", "unreported", "used_at", "lock", "what",
+                 "doubt")
 
     def __init__(self, name: str, keys: list[str], budget: float | None, ttl: int | None, what: Level | None):
         self.name, self.keys, self.budget, self.ttl, self.what = name, keys, budget, ttl, what
         self.granted = self.in_use = self.unreported = 0.0
         self.used_at = time.monotonic()
         self.lock = asyncio.Lock()
+        self.doubt = False  # the last growth reached no replica in time: no call uses the slice until one does
 
     @property
     def room(self) -> float:
         return self.granted - self.in_use - self.unreported
+
+
+class ShardViews:
+    """The sharded ledger's views: a scope, a level, the total, each read where its shard's epoch is the ledger's."""
+
+    async def _read(self, key: str) -> dict:
+        answer = await self._ask(lambda: self._read_script(keys=[self._epoch_key(self._shard_of_key(key)), key],
+                                                           args=[self.epoch]))
+        if answer[0] == "ledger":
+            raise self._lost("-")
+        flat = answer[1]
+        return dict(zip(flat[::2], flat[1::2]))
+
+    async def view(self, name: str) -> dict | None:
+        return stored_scope_view(name, await self._read(self._scope_key(name)))
+
+    async def level(self, name: str, budget: float) -> dict:
+        """What a level has charged and holds (its slices held by proxies included) and has left of `budget`."""
+        data = await self._read(self._level_key(name))
+        return level_view(name, budget, float(data.get("charged", 0)), float(data.get("held", 0)))
+
+    async def totals(self) -> dict:
+        """The total's charges as reported, and what it holds: every proxy's slices, used or not."""
+        data = await self._read(self._total_key())
+        charged, held = float(data.get("charged", 0)), float(data.get("held", 0))
+        return {"total": self.total, "charged": round(charged, 6), "held": round(held, 6),
+                "left": None if self.total is None else round(max(0.0, self.total - charged - held), 6)}
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -32,11 +33,7 @@ class RedisCluster:
         for port in self.ports:
             where = os.path.join(self.folder, str(port))
             os.makedirs(where, exist_ok=True)
-            self.processes[port] = subprocess.Popen(
-                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                 "--cluster-config-file", os.path.join(where, "nodes.conf"), "--cluster-node-timeout", "2000",
-                 "--save", "", "--appendonly", "no", "--dir", where],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.start(port)
         for port in self.ports:
             self._wait(lambda port=port: self._cli(port, "ping").strip() == "PONG", "redis-server did not start")
         if primaries == 1 and replicas == 0:  # redis-cli makes clusters of three primaries or more
@@ -46,10 +43,26 @@ class RedisCluster:
                             "--cluster-replicas", str(replicas), "--cluster-yes"],
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
         self._wait(self.healthy, "the cluster never became whole")
+        self._wait(self.replicated, "the replicas never caught up with their primaries")
+
+    def start(self, port: int) -> None:
+        """Start the node at `port` (again: a node killed earlier rejoins, as the replica of who took over)."""
+        where = os.path.join(self.folder, str(port))
+        self.processes[port] = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+             "--cluster-config-file", os.path.join(where, "nodes.conf"), "--cluster-node-timeout", "2000",
+             "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--dir", where],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def replicated(self) -> bool:
+        """Every live replica online at its primary."""
+        online = sum(self._cli(port, "info", "replication").count("state=online") for port in self.alive_ports())
+        return online == len(self.alive_ports()) - len(self.primaries())
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports[:3])
+        """Three live nodes (redis-py's cluster client gives up where its first seed node is down)."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.alive_ports()[:3])
 
     @staticmethod
     def _cli(port: int, *command: str) -> str:
@@ -83,6 +96,26 @@ class RedisCluster:
                 found.append(int(fields[1].split("@")[0].rsplit(":", 1)[1]))
         return found
 
+    def replica_of(self, port: int) -> int:
+        """The port of a replica of the primary at `port`."""
+        lines = [line.split() for line in self._cli(port, "cluster", "nodes").splitlines()]
+        primary = next(fields[0] for fields in lines if "myself" in fields[2])
+        return next(int(fields[1].split("@")[0].rsplit(":", 1)[1]) for fields in lines
+                    if "slave" in fields[2] and fields[3] == primary)
+
+    def stop(self, port: int) -> None:
+        """SIGSTOP a node: it takes nothing from its primary (nor answers anyone) until `resume`."""
+        self.processes[port].send_signal(signal.SIGSTOP)
+
+    def resume(self, port: int) -> None:
+        self.processes[port].send_signal(signal.SIGCONT)
+
+    def read(self, port: int, key: str) -> dict[str, str]:
+        """A hash as the node at `port` holds it now (a replica too: READONLY)."""
+        lines = subprocess.run(["redis-cli", "-p", str(port)], input=f"READONLY\nHGETALL {key}\n",
+                               capture_output=True, text=True, timeout=10).stdout.splitlines()[1:]
+        return dict(zip(lines[::2], lines[1::2]))
+
     def kill_primary(self, port: int) -> None:
         """`kill -9` of a primary, then wait until one of its replicas is a primary and every live node sees every
         slot served. (Waiting only for the dead primary to leave `primaries` returns too early: a node that merely
@@ -98,6 +131,14 @@ class RedisCluster:
             return promoted and self.healthy()
 
         self._wait(taken_over, "no replica took over")
+
+    def rejoin(self, port: int) -> None:
+        """Start a killed node again and wait until it is a replica online at its primary."""
+        self.start(port)
+        self._wait(lambda: self.healthy() and self.replicated() and port in [
+            int(line.split()[1].split("@")[0].rsplit(":", 1)[1]) for line in
+            self._cli(port, "cluster", "nodes").splitlines() if "slave" in line.split()[2]],
+            "the killed node never came back as a replica")
 
     def commands(self) -> dict[str, int]:
         """Each command's calls over the primaries (INFO commandstats; a replica counts what it copies again)."""

@@ -95,7 +95,7 @@ def test_two_proxies_on_a_cluster_never_pass_the_total_or_a_scope_through_a_kill
     first.kill9()  # it dies holding its slice: counted as spent, never spent again
     victim = max(cluster.primaries())
     cluster.kill_primary(victim)  # its replica takes over its shards
-    third = launcher.start(config, *common, "--trace", str(tmp_path / "c.jsonl"))
+    third = launcher.start(config, "--redis", cluster.url, *common[2:], "--trace", str(tmp_path / "c.jsonl"))
     assert third.alive(), third.stderr
     for number, scope in enumerate(scopes):
         statuses = spend_out((second, third)[number % 2].url, scope, 3000.0)
@@ -110,6 +110,7 @@ def test_two_proxies_on_a_cluster_never_pass_the_total_or_a_scope_through_a_kill
     assert ledger["held"] >= sum(slices.values()) - SLACK  # every slice, the dead proxy's too, is held
     for proxy in (second, third):
         proxy.kill9()
+    cluster.rejoin(victim)  # back as its successor's replica: every primary has one again
 
 
 def test_two_proxies_of_one_ledger_pace_a_key_together(cluster, launcher, upstream, config, tmp_path):
@@ -130,3 +131,113 @@ def test_two_proxies_of_one_ledger_pace_a_key_together(cluster, launcher, upstre
     assert arrived[-1] - arrived[0] >= (calls - 1.5) / (PACE * 0.95 / 60), arrived
     for proxy in (first, second):
         proxy.kill9()
+
+
+# ---------------------------------------------------------------- holds reach a replica before a call is admitted
+
+def _ledger(url: str, prefix: str, **given):
+    from bamasc.metering.sharded_ledger import ShardedLedger
+
+    return ShardedLedger(url, prefix=prefix, **given)
+
+
+def _cost():
+    from bamasc.metering.afford import Cost
+
+    return Cost(input_cost=100.0, output_rate=1.0, choices=1, requested=200, min_tokens=10)
+
+
+def test_a_reservation_is_on_a_replica_before_its_call_is_admitted(cluster):
+    import asyncio
+
+    async def run():
+        ledger = _ledger(cluster.url + "?wait_ms=3000", "onreplica", create=True)
+        await ledger.open()
+        try:
+            key = ledger._scope_key("held-1")
+            primary = ledger.client.get_node_from_key(key).port
+            replica = cluster.replica_of(primary)
+            cluster.stop(replica)  # it takes nothing from its primary until resumed
+            try:
+                reserving = asyncio.ensure_future(ledger.reserve("held-1", 5000.0, "m", _cost()))
+                while not cluster.read(primary, key).get("held"):
+                    await asyncio.sleep(0.01)  # the hold is on the primary, not yet on its replica
+                await asyncio.sleep(0.05)
+                assert not reserving.done(), "the call was admitted while its hold was on the primary alone"
+            finally:
+                cluster.resume(replica)
+            hold = await reserving
+            on_replica = cluster.read(replica, key)  # read the moment it is admitted
+            assert float(on_replica["held"]) == pytest.approx(hold.amount) and hold.amount > 0
+        finally:
+            await ledger.shutdown()
+            await ledger.client.aclose()
+
+    asyncio.run(run())
+
+
+def test_calls_are_refused_not_admitted_while_no_replica_takes_their_holds(cluster):
+    import asyncio
+
+    from bamasc.metering.refusals import LedgerLost
+
+    async def run():
+        ledger = _ledger(cluster.url + "?wait_ms=100", "unreplicated", total=100000.0, create=True)
+        await ledger.open()
+        replicas = [cluster.replica_of(port) for port in cluster.primaries()]
+        try:
+            for replica in replicas:
+                cluster.stop(replica)
+            try:
+                for number in range(3):  # the first grows the total's slice, the others find it in doubt
+                    with pytest.raises(LedgerLost) as refused:
+                        await ledger.reserve(f"cut-{number}", 5000.0, "m", _cost())
+                    assert "no replica" in refused.value.error
+            finally:
+                for replica in replicas:
+                    cluster.resume(replica)
+            for number in range(3):  # nothing the refused calls held stays held in their scopes
+                view = await ledger.view(f"cut-{number}")
+                assert view is None or view["held"] == 0.0, view
+            hold = await ledger.reserve("cut-0", 5000.0, "m", _cost())  # replicas back: admitted again
+            assert hold.amount > 0
+            assert not ledger.slices["total"].doubt
+        finally:
+            await ledger.shutdown()
+            await ledger.client.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_cluster_without_replicas_needs_replicas_0(tmp_path):
+    import asyncio
+
+    from bamasc.metering.redis_ledger import LedgerMismatch
+
+    lone = RedisCluster(tmp_path / "lone", primaries=1, replicas=0)
+
+    async def run():
+        refused = _ledger(lone.url.split(",")[0], "lone", create=True)
+        with pytest.raises(LedgerMismatch, match=r"\?replicas=0"):
+            await refused.open()
+        await refused.client.aclose()
+        ledger = _ledger(lone.url.split(",")[0] + "?replicas=0", "lone", create=True)
+        await ledger.open()
+        try:
+            assert (await ledger.reserve("alone", 5000.0, "m", _cost())).amount > 0
+        finally:
+            await ledger.shutdown()
+            await ledger.client.aclose()
+
+    try:
+        asyncio.run(run())
+    finally:
+        lone.close()
+
+
+@pytest.mark.parametrize("query", ["?replicas=x", "?wait_ms=0", "?wait_ms=9000", "?replica=1"])
+def test_a_bad_cluster_url_option_is_named(query):
+    from bamasc.metering.replicas import replication
+
+    with pytest.raises(ValueError, match=query[1:].split("=")[0]):
+        replication("redis+cluster://127.0.0.1:7000" + query)
