@@ -51,7 +51,9 @@ class RedisCluster:
         self.processes[port] = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
              "--cluster-config-file", os.path.join(where, "nodes.conf"), "--cluster-node-timeout", "2000",
-             "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--dir", where],
+             "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0",
+             # A replica, however long since it last heard its primary (a loaded machine), may take over.
+             "--cluster-replica-validity-factor", "0", "--dir", where],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def replicated(self) -> bool:
