@@ -298,14 +298,7 @@ class RedisLedger:
         return await self._ask(lambda: self._fold(keys=keys, args=[*args, json.dumps(payload)]))
 
     async def _ask(self, command):
-        """`command()`'s answer from the server; a LedgerLost when the server cannot be reached."""
-        from redis.exceptions import RedisError
-
-        try:
-            return await command()
-        except (RedisError, OSError) as problem:
-            raise LedgerLost("-", f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is "
-                                  "forwarded until it can") from None
+        return await ask(command)
 
     async def _call(self, script, scope: str, args: list, levels: tuple[str, ...] = ()):
         keys = [*self._keys(scope), *(self._level_key(level) for level in levels)]
@@ -373,3 +366,14 @@ class RedisLedger:
         charged, held = float(data.get("charged", 0)), float(data.get("held", 0))
         return {"total": self.total, "charged": round(charged, 6), "held": round(held, 6),
                 "left": None if self.total is None else round(max(0.0, self.total - charged - held), 6)}
+
+
+async def ask(command):
+    """`command()`'s answer from Redis (a server or a cluster); a LedgerLost when it cannot be reached."""
+    from redis.exceptions import RedisError
+
+    try:
+        return await command()
+    except (RedisError, OSError) as problem:
+        raise LedgerLost("-", f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is "
+                              "forwarded until it can") from None

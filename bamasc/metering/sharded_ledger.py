@@ -47,7 +47,7 @@ import zlib
 
 from bamasc.metering.afford import Cost
 from bamasc.metering.ledger import Hold, Level, closed, distinct, level_fields, refusal, short_of
-from bamasc.metering.redis_ledger import LEVEL_TTL_S, LedgerMismatch, RedisLedger, lost_runs
+from bamasc.metering.redis_ledger import LEVEL_TTL_S, LedgerMismatch, RedisLedger, ask, lost_runs
 from bamasc.metering.refusals import LedgerLost, ShortOfTotal
 from bamasc.metering.shards import (CLOSE_SCRIPT, FOLD_SCRIPT, LEASE_SCRIPT, OPEN_SCRIPT, READ_SCRIPT, RESERVE_SCRIPT,
                                     ShardViews, Slice, cluster_client, is_cluster_url, shard_tags)
@@ -212,14 +212,7 @@ class ShardedLedger(ShardViews):
     # ------------------------------------------------------------ asking
 
     async def _ask(self, command):
-        """`command()`'s answer from the cluster; a LedgerLost when it cannot be reached."""
-        from redis.exceptions import RedisError
-
-        try:
-            return await command()
-        except (RedisError, OSError) as problem:
-            raise LedgerLost("-", f"the shared ledger cannot be reached ({type(problem).__name__}); nothing is "
-                                  "forwarded until it can") from None
+        return await ask(command)
 
     async def _held(self, script, keys: list[str], args: list) -> tuple[list, bool]:
         """`script`'s answer, and whether `self.replicas` replicas have its writes (metering/replicas.py)."""
