@@ -37,6 +37,17 @@ def writable(report: Report, path: str, what: str) -> bool:
     return True
 
 
+def write_text(report: Report, path: str, what: str, text: str) -> bool:
+    """Write a command's output file; a usage error naming `what` and `path` where it cannot be written."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as problem:
+        output.usage(report, f"cannot write {what} to {path}: {problem.strerror or problem}")
+        return False
+    return True
+
+
 def compiled(report: Report, path: str, system, budget, method, plan_dir=None):
     """The Compiled result of a .bam file, its diagnostics printed; None if it could not be compiled."""
     from bamasc.plan.compile import CompileError, compile_file

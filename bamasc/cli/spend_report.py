@@ -34,11 +34,7 @@ def run(args) -> int:
     except (ReportMissing, TraceLineError) as problem:
         output.failure(report, problem)
         return report.return_code
-    try:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as problem:
-        output.usage(report, f"cannot write the report to {args.output}: {problem.strerror or problem}")
+    if not inputs.write_text(report, args.output, "the report", text):
         return report.return_code
     print(f"report written to {args.output}")
     return report.return_code

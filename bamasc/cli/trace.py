@@ -62,11 +62,7 @@ def run(args) -> int:
             print(f"{len(spans)} spans sent to {url}")
         else:
             text = spans_json(spans)
-            try:
-                with open(args.output, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-            except OSError as problem:
-                output.usage(report, f"cannot write the spans to {args.output}: {problem.strerror or problem}")
+            if not inputs.write_text(report, args.output, "the spans", text):
                 return report.return_code
             print(f"{len(spans)} spans written to {args.output}")
     except (OtelMissing, TraceError, ExportError) as problem:
