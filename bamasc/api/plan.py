@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bamasc.api import errors
 from bamasc.api.providers import Providers
-from bamasc.api.records import Event, Result, Seat, Task, TaskDone, Template
+from bamasc.api.records import Event, Result, Seat, Task, TaskDone, Template, events_until_done
 from bamasc.api.run import Collector, exec_options, run_tasks, tasks_of, tightened, untyped
 
 if TYPE_CHECKING:
@@ -199,13 +199,8 @@ class Plan:
 
         runner = asyncio.ensure_future(drive())
         try:
-            while True:
-                event = await queue.get()
-                if isinstance(event, BaseException):
-                    raise event
+            async for event in events_until_done(queue):
                 yield event
-                if isinstance(event, TaskDone):
-                    return
         finally:
             if not runner.done():
                 runner.cancel()

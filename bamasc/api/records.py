@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -181,3 +184,14 @@ def result_of(outcome: Any, calls: tuple[Call, ...]) -> Result:
         fits_up_to=getattr(outcome, "fits_up_to", None), thread_id=getattr(outcome, "thread_id", None),
         turn=getattr(outcome, "turn", None),
     )
+
+
+async def events_until_done(queue: asyncio.Queue[Event | BaseException]) -> AsyncIterator[Event]:
+    """A run's events as its queue gets them, up to and with TaskDone; an exception put in the queue is raised."""
+    while True:
+        event = await queue.get()
+        if isinstance(event, BaseException):
+            raise event
+        yield event
+        if isinstance(event, TaskDone):
+            return

@@ -21,7 +21,7 @@ from bamasc.api import errors
 from bamasc.api.checks import checked_budget
 from bamasc.api.ids import TaskIds
 from bamasc.api.providers import Providers
-from bamasc.api.records import BudgetState, Event, Result, TaskDone, ThreadState
+from bamasc.api.records import BudgetState, Event, Result, TaskDone, ThreadState, events_until_done
 from bamasc.api.run import Collector, exec_options, tightened, translated_errors, untyped
 
 INTERRUPTED = "interrupted: the process ended while the task ran; its open reservations are charged in full"
@@ -203,13 +203,8 @@ class Session:
                 queue.put_nowait(TaskDone(done.result()) if problem is None else problem)
 
         runner.add_done_callback(ended)
-        while True:
-            event = await queue.get()
-            if isinstance(event, BaseException):
-                raise event
+        async for event in events_until_done(queue):
             yield event
-            if isinstance(event, TaskDone):
-                return
 
     def _event(self, event: Event) -> None:
         follower = self._followers.get(event.task_id) if not isinstance(event, TaskDone) else None
