@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-
 from dataclasses import dataclass
 from typing import Any, Union
 
